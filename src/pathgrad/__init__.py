@@ -1,0 +1,75 @@
+"""pathgrad: analytic policy gradients through differentiable simulators."""
+
+from pathgrad import envs  # noqa: F401  (registers the built-in environments)
+from pathgrad.algo import (
+    APG,
+    APGCfg,
+    BaseAlgorithm,
+    RolloutKind,
+    complete_discounted_return,
+    segmented_discounted_return,
+)
+from pathgrad.checkpoint import latest_checkpoint, read_checkpoint, read_index
+from pathgrad.collector import (
+    DifferentiableCollector,
+    DifferentiableRollout,
+    DifferentiableTransition,
+)
+from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+from pathgrad.env import (
+    DifferentiableRolloutSpec,
+    DifferentiableVecEnv,
+    ScheduledDifferentiableVecEnv,
+    build_learning_env,
+    get_registered_learning_env_names,
+    register_learning_env,
+)
+from pathgrad.envs import PointMass
+from pathgrad.evaluation import evaluate_episodes
+from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
+from pathgrad.normalization import RunningObservationNormalizer
+from pathgrad.policies import GaussianMLPPolicy, Policy
+from pathgrad.utils import (
+    AlgorithmCfg,
+    LRSchedulerCfg,
+    OptimizerCfg,
+    configclass,
+    scheduler_needs_horizon,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APG",
+    "APGCfg",
+    "AlgorithmCfg",
+    "BaseAlgorithm",
+    "BatchedGradientNormStats",
+    "DifferentiableCollector",
+    "DifferentiableRollout",
+    "DifferentiableRolloutSpec",
+    "DifferentiableTrainer",
+    "DifferentiableTrainerCfg",
+    "DifferentiableTransition",
+    "DifferentiableVecEnv",
+    "GaussianMLPPolicy",
+    "LRSchedulerCfg",
+    "OptimizerCfg",
+    "PointMass",
+    "Policy",
+    "RolloutKind",
+    "RunningObservationNormalizer",
+    "ScheduledDifferentiableVecEnv",
+    "build_learning_env",
+    "clip_batched_gradient_norm",
+    "complete_discounted_return",
+    "configclass",
+    "evaluate_episodes",
+    "get_registered_learning_env_names",
+    "latest_checkpoint",
+    "read_checkpoint",
+    "read_index",
+    "register_learning_env",
+    "scheduler_needs_horizon",
+    "segmented_discounted_return",
+]

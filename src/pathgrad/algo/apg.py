@@ -1,0 +1,295 @@
+"""Analytic policy gradients: backpropagate the return through the simulator."""
+
+from __future__ import annotations
+
+import torch
+
+from pathgrad.algo.base import BaseAlgorithm, RolloutKind
+from pathgrad.collector import DifferentiableRollout
+from pathgrad.gradients import BatchedGradientNormStats
+from pathgrad.utils import AlgorithmCfg, configclass
+
+__all__ = ["APG", "APGCfg", "complete_discounted_return", "segmented_discounted_return"]
+
+
+def segmented_discounted_return(rollout: DifferentiableRollout, gamma: float) -> torch.Tensor:
+    """Discounted return ``[N]`` of one segment; the discount restarts after done.
+
+    Raises:
+        ValueError: If the rollout is empty.
+    """
+    if rollout.num_steps == 0:
+        raise ValueError("Cannot compute returns for an empty rollout.")
+    discount = torch.ones_like(rollout.transitions[0].reward)
+    returns = torch.zeros_like(discount)
+    for transition in rollout.transitions:
+        returns = returns + discount * transition.reward
+        discount = torch.where(transition.done, torch.ones_like(discount), discount * gamma)
+    return returns
+
+
+def complete_discounted_return(rollout: DifferentiableRollout, gamma: float) -> torch.Tensor:
+    """Discounted return ``[N]`` up to and including each env's first done.
+
+    Unlike segmented returns, the discount never restarts: rewards of episodes
+    that begin by auto-reset within the fixed horizon are excluded.
+
+    Raises:
+        ValueError: If the rollout is empty.
+    """
+    if rollout.num_steps == 0:
+        raise ValueError("Cannot compute returns for an empty rollout.")
+    rewards = rollout.rewards
+    steps = torch.arange(rollout.num_steps, device=rewards.device, dtype=rewards.dtype)
+    discounts = torch.as_tensor(gamma, device=rewards.device, dtype=rewards.dtype) ** steps
+    alive = rollout.alive_mask.to(rewards.dtype)
+    return (rewards * alive * discounts.unsqueeze(-1)).sum(dim=0)
+
+
+@configclass
+class APGCfg(AlgorithmCfg):
+    """Analytic policy-gradient config.
+
+    ``gamma`` applies within each TBPTT update and restarts after done.
+
+    Attributes:
+        ent_coef: Weight of the discounted policy-entropy bonus.
+        skip_nonfinite_updates: Skip an update whose loss or gradient is not
+            finite (parameters and optimizer untouched) instead of raising
+            ``FloatingPointError``.
+        max_grad_norm_before_clip: If positive, skip updates whose gradient
+            norm before clipping exceeds it.
+    """
+
+    ent_coef: float = 0.0
+    skip_nonfinite_updates: bool = True
+    max_grad_norm_before_clip: float = 0.0
+
+    def validate(self) -> None:
+        """Check the APG fields and the shared ones."""
+        super().validate()
+        if self.max_grad_norm_before_clip < 0.0:
+            raise ValueError("max_grad_norm_before_clip cannot be negative.")
+
+
+class APG(BaseAlgorithm[DifferentiableRollout]):
+    """Optimize the policy through the rewards of differentiable rollouts.
+
+    An update is ``begin_update()``, one or more ``accumulate_segment()`` (TBPTT)
+    or ``accumulate_complete_rollout()`` calls, then ``finish_update()``;
+    ``cancel_update()`` abandons it.
+    """
+
+    rollout_kind = RolloutKind.DIFFERENTIABLE
+
+    def __init__(self, cfg: APGCfg, policy: torch.nn.Module) -> None:
+        if cfg.max_grad_norm_before_clip < 0.0:
+            raise ValueError("max_grad_norm_before_clip cannot be negative.")
+        self.cfg = cfg
+        self.policy = policy
+        self.device = torch.device(cfg.device)
+        self._setup_optimization(cfg, policy.parameters())
+        self._update_active = False
+        self._reset_accumulators()
+
+    def _reset_accumulators(self) -> None:
+        self._update_valid = True
+        self._discount: torch.Tensor | None = None
+        zero = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._loss_total = zero
+        self._objective_total = zero
+        self._entropy_total = zero
+        self._num_accumulated_steps = 0
+        self._action_gradient_stats: list[BatchedGradientNormStats] = []
+
+    def update(self, rollout: DifferentiableRollout) -> dict[str, float]:
+        """Apply one update from a single rollout segment."""
+        self.begin_update()
+        try:
+            self.accumulate_segment(rollout)
+            return self.finish_update()
+        except Exception:
+            self.cancel_update()
+            raise
+
+    def begin_update(self) -> None:
+        """Start accumulating an update.
+
+        Raises:
+            RuntimeError: If an update is already active.
+        """
+        if self._update_active:
+            raise RuntimeError("An APG optimizer update is already active.")
+        self.optimizer.zero_grad(set_to_none=True)
+        self._update_active = True
+        self._reset_accumulators()
+
+    def accumulate_segment(self, rollout: DifferentiableRollout) -> None:
+        """Backpropagate one TBPTT segment; the discount carries to the next one.
+
+        Raises:
+            RuntimeError: If no update is active.
+            ValueError: If the rollout is empty.
+        """
+        if not self._update_active:
+            raise RuntimeError("Call begin_update() before accumulating a segment.")
+        if rollout.num_steps == 0:
+            raise ValueError("APG requires a non-empty differentiable rollout.")
+        returns, entropy_returns, self._discount = self._discounted_terms(rollout, self._discount)
+        objective = returns.mean()
+        entropy = entropy_returns.mean()
+        loss = -objective - self.cfg.ent_coef * entropy
+        self._accumulate_loss(rollout, loss=loss, objective=objective, entropy=entropy)
+
+    def accumulate_complete_rollout(
+        self,
+        rollout: DifferentiableRollout,
+        *,
+        objective_scale: float | torch.Tensor = 1.0,
+        accumulation_scale: float = 1.0,
+    ) -> None:
+        """Backpropagate one independent full-horizon rollout.
+
+        Args:
+            rollout: Complete graph-connected trajectory.
+            objective_scale: Scalar or per-env return multiplier.
+            accumulation_scale: Loss multiplier, usually one over the number
+                of rollouts accumulated into this update.
+
+        Raises:
+            RuntimeError: If no update is active.
+            ValueError: If the rollout is empty or a scale is invalid.
+        """
+        if not self._update_active:
+            raise RuntimeError("Call begin_update() before accumulating a rollout.")
+        if rollout.num_steps == 0:
+            raise ValueError("APG requires a non-empty differentiable rollout.")
+        if accumulation_scale <= 0.0:
+            raise ValueError("accumulation_scale must be positive.")
+        returns = complete_discounted_return(rollout, self.cfg.gamma)
+        scale = torch.as_tensor(objective_scale, dtype=returns.dtype, device=returns.device)
+        scale = scale.detach()
+        if scale.ndim > 1 or (scale.ndim == 1 and scale.shape != returns.shape):
+            raise ValueError("objective_scale must be scalar or have one value per environment.")
+        if not bool(torch.isfinite(scale).all()):
+            raise ValueError("objective_scale must contain only finite values.")
+        entropy_returns = torch.zeros_like(returns)
+        if "entropy" in rollout.transitions[0].policy_output:
+            alive = rollout.alive_mask.to(returns.dtype)
+            steps = torch.arange(rollout.num_steps, device=returns.device, dtype=returns.dtype)
+            gamma = torch.as_tensor(self.cfg.gamma, dtype=returns.dtype, device=returns.device)
+            discounts = gamma**steps
+            entropies = torch.stack(
+                [transition.policy_output["entropy"] for transition in rollout.transitions]
+            )
+            entropy_returns = (entropies * alive * discounts.unsqueeze(-1)).sum(dim=0)
+        objective = (returns * scale).mean()
+        entropy = (entropy_returns * scale).mean()
+        loss = (-objective - self.cfg.ent_coef * entropy) * accumulation_scale
+        self._accumulate_loss(
+            rollout,
+            loss=loss,
+            objective=objective * accumulation_scale,
+            entropy=entropy * accumulation_scale,
+        )
+
+    def _accumulate_loss(
+        self,
+        rollout: DifferentiableRollout,
+        *,
+        loss: torch.Tensor,
+        objective: torch.Tensor,
+        entropy: torch.Tensor,
+    ) -> None:
+        """Backpropagate one contribution and check it is finite."""
+        self._loss_total = self._loss_total + loss.detach()
+        self._objective_total = self._objective_total + objective.detach()
+        self._entropy_total = self._entropy_total + entropy.detach()
+        self._num_accumulated_steps += rollout.num_steps
+        if rollout.action_gradient_stats is not None:
+            self._action_gradient_stats.append(rollout.action_gradient_stats)
+        if not self.cfg.skip_nonfinite_updates and not bool(torch.isfinite(loss)):
+            raise FloatingPointError("APG produced a non-finite loss.")
+        # Always run backward, even for an update already invalid: it releases
+        # the graph (and any tape a custom simulator step holds).
+        loss.backward()
+        checks = [torch.isfinite(loss.detach()).reshape(1)]
+        checks += [
+            torch.isfinite(p.grad).all().reshape(1)
+            for p in self.policy.parameters()
+            if p.grad is not None
+        ]
+        finite = bool(torch.cat(checks).all())
+        if not finite or not self._update_valid:
+            if not self.cfg.skip_nonfinite_updates:
+                raise FloatingPointError("APG produced a non-finite policy gradient.")
+            self._update_valid = False
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def finish_update(self) -> dict[str, float]:
+        """Clip the gradient and apply one optimizer step, unless skipped.
+
+        Raises:
+            RuntimeError: If no update is active or nothing was accumulated.
+        """
+        if not self._update_active:
+            raise RuntimeError("Call begin_update() before finishing an update.")
+        if self._num_accumulated_steps == 0:
+            raise RuntimeError("Cannot finish an APG update without any segments.")
+        if not self._update_valid:
+            self._update_active = False
+            return self._accumulated_metrics(float("nan"), skipped=True, excessive=False)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            tuple(self.policy.parameters()), self.cfg.max_grad_norm
+        )
+        norm = float(grad_norm)
+        limit = self.cfg.max_grad_norm_before_clip
+        if not torch.isfinite(grad_norm) or (limit > 0.0 and norm > limit):
+            self.optimizer.zero_grad(set_to_none=True)
+            self._update_active = False
+            return self._accumulated_metrics(norm, skipped=True, excessive=True)
+        self.optimizer.step()
+        self._step_scheduler()
+        self._update_active = False
+        return self._accumulated_metrics(norm, skipped=False, excessive=False)
+
+    def cancel_update(self) -> None:
+        """Abandon the active update: drop gradients and accumulators."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self._update_active = False
+        self._action_gradient_stats = []
+
+    def _discounted_terms(
+        self, rollout: DifferentiableRollout, initial_discount: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Segment return, entropy return and the discount to carry on."""
+        first_reward = rollout.transitions[0].reward
+        discount = torch.ones_like(first_reward) if initial_discount is None else initial_discount
+        returns = torch.zeros_like(discount)
+        entropy_returns = torch.zeros_like(discount)
+        has_entropy = "entropy" in rollout.transitions[0].policy_output
+        for transition in rollout.transitions:
+            returns = returns + discount * transition.reward
+            if has_entropy:
+                entropy_returns = entropy_returns + discount * transition.policy_output["entropy"]
+            discount = torch.where(
+                transition.done, torch.ones_like(discount), discount * self.cfg.gamma
+            )
+        return returns, entropy_returns, discount
+
+    def _accumulated_metrics(
+        self, grad_norm: float, *, skipped: bool, excessive: bool
+    ) -> dict[str, float]:
+        metrics = {
+            "loss": float(self._loss_total),
+            "objective": float(self._objective_total),
+            "entropy": float(self._entropy_total),
+            "grad_norm": grad_norm,
+            "skipped_update": float(skipped),
+            "skipped_excessive_gradient": float(excessive),
+            "learning_rate": self.current_learning_rate(),
+        }
+        if self._action_gradient_stats:
+            merged = BatchedGradientNormStats.merge(self._action_gradient_stats)
+            metrics.update(merged.metrics())
+        return metrics

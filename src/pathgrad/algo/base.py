@@ -1,0 +1,122 @@
+"""Base class of algorithms: optimizer, learning-rate schedule and their state."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+import torch
+
+from pathgrad.algo.schedules import LearningRateSchedule, build_optimizer
+from pathgrad.utils import AlgorithmCfg, LRSchedulerCfg
+
+__all__ = ["BaseAlgorithm", "RolloutKind"]
+
+RolloutT = TypeVar("RolloutT")
+
+RESUME_SCHEDULER_MODES = ("restore", "restart")
+
+
+class RolloutKind(str, Enum):
+    """Rollout semantics an algorithm needs from its collector."""
+
+    STANDARD = "standard"
+    DIFFERENTIABLE = "differentiable"
+
+
+class BaseAlgorithm(ABC, Generic[RolloutT]):
+    """Optimizer and learning-rate schedule shared by the algorithms."""
+
+    device: torch.device
+    rollout_kind = RolloutKind.STANDARD
+    optimizer: torch.optim.Optimizer
+    lr_schedule: LearningRateSchedule
+    _lr_scheduler_cfg: LRSchedulerCfg
+
+    @abstractmethod
+    def update(self, rollout: RolloutT) -> dict[str, float]:
+        """Update the policy from one rollout and return metrics."""
+
+    def _setup_optimization(
+        self, cfg: AlgorithmCfg, parameters: Iterable[torch.nn.Parameter]
+    ) -> None:
+        """Build the optimizer and the learning-rate schedule from ``cfg``."""
+        cfg.validate()
+        self._lr_scheduler_cfg = cfg.lr_scheduler
+        self.optimizer = build_optimizer(parameters, cfg.optimizer)
+        base_rates = [float(group["lr"]) for group in self.optimizer.param_groups]
+        self.lr_schedule = LearningRateSchedule(cfg.lr_scheduler, base_rates)
+        self.lr_schedule.apply(self.optimizer)
+
+    def _prepare_schedule(self, estimated_updates: int, remaining_updates: int) -> None:
+        """Bind or check the schedule horizon before a training call.
+
+        Args:
+            estimated_updates: Updates of the whole run, counted from zero.
+            remaining_updates: Updates this training call will take.
+
+        Raises:
+            ValueError: If the budget is inconsistent, if the warmup is not
+                shorter than the budget, or if an explicit horizon is shorter
+                than the budget.
+        """
+        if remaining_updates < 0 or estimated_updates < remaining_updates:
+            raise ValueError(
+                "estimated_updates must be at least remaining_updates >= 0, got "
+                f"{estimated_updates} and {remaining_updates}."
+            )
+        self.lr_schedule.bind_budget(remaining_updates)
+        self.lr_schedule.apply(self.optimizer)
+        self._check_schedule_horizon(remaining_updates, error=ValueError)
+
+    def _check_schedule_horizon(
+        self, num_updates: int, *, error: type[Exception] = RuntimeError
+    ) -> None:
+        """Raise if ``num_updates`` more updates would run past the LR horizon."""
+        total = self.lr_schedule.total_horizon
+        if num_updates <= 0 or self.lr_schedule.cfg.horizon_key is None:
+            return
+        if total is None:
+            raise error(
+                "The learning-rate schedule has no horizon: give "
+                f"lr_scheduler.kwargs['{self.lr_schedule.cfg.horizon_key}'] or an update budget."
+            )
+        taken = self.lr_schedule.step_count
+        if taken + num_updates > total:
+            raise error(
+                f"The learning-rate schedule ends after {total} updates, {taken} are taken "
+                f"and {num_updates} more were requested; raise "
+                f"lr_scheduler.kwargs['{self.lr_schedule.cfg.horizon_key}'] or lower the budget."
+            )
+
+    def current_learning_rate(self) -> float:
+        """Learning rate of the first parameter group."""
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def _step_scheduler(self) -> None:
+        """Advance the learning-rate schedule by one applied update."""
+        self.lr_schedule.step(self.optimizer)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizer and schedule state for checkpoints."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "lr_schedule": self.lr_schedule.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], *, resume_scheduler: str = "restore") -> None:
+        """Restore optimizer state; restore or restart the learning-rate curve.
+
+        Raises:
+            ValueError: If ``resume_scheduler`` is not 'restore' or 'restart'.
+        """
+        if resume_scheduler not in RESUME_SCHEDULER_MODES:
+            raise ValueError("resume_scheduler must be 'restore' or 'restart'.")
+        self.optimizer.load_state_dict(state["optimizer"])
+        if resume_scheduler == "restore":
+            self.lr_schedule.load_state_dict(state["lr_schedule"])
+        else:
+            self.lr_schedule.restart()
+        self.lr_schedule.apply(self.optimizer)

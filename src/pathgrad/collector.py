@@ -1,0 +1,233 @@
+"""Graph-preserving rollout collection from differentiable environments."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from pathgrad.env import DifferentiableVecEnv
+from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
+from pathgrad.normalization import RunningObservationNormalizer
+from pathgrad.policies import Policy
+
+__all__ = ["DifferentiableCollector", "DifferentiableRollout", "DifferentiableTransition"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DifferentiableTransition:
+    """One graph-connected step of every env.
+
+    Attributes:
+        observation: Raw (unnormalized) observation the action was chosen from.
+        policy_output: The policy's mapping (``action``, ``log_prob``, ...).
+        reward: Reward ``[N]``.
+        terminated: Episode ended in a terminal state ``[N]``.
+        truncated: Episode cut by the time limit ``[N]``.
+        done: ``terminated | truncated``.
+        next_observation: Observation after the step (the next episode's first
+            one for rows that reset; ``info["final_observation"]`` has the other).
+        info: The env's info dict.
+    """
+
+    observation: torch.Tensor
+    policy_output: Mapping[str, torch.Tensor]
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    done: torch.Tensor
+    next_observation: torch.Tensor
+    info: Mapping[str, Any]
+
+    @property
+    def action(self) -> torch.Tensor:
+        """The action passed to the env (after clipping, if enabled)."""
+        return self.policy_output["action"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DifferentiableRollout:
+    """A sequence of graph-connected transitions of ``num_envs`` envs."""
+
+    initial_observation: torch.Tensor
+    transitions: tuple[DifferentiableTransition, ...]
+    action_gradient_stats: BatchedGradientNormStats | None = None
+
+    @property
+    def num_steps(self) -> int:
+        """Number of transitions."""
+        return len(self.transitions)
+
+    @property
+    def final_observation(self) -> torch.Tensor:
+        """Observation after the last transition."""
+        if not self.transitions:
+            return self.initial_observation
+        return self.transitions[-1].next_observation
+
+    def _stack(self, name: str, empty_shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        if not self.transitions:
+            return torch.empty(empty_shape, dtype=dtype, device=self.initial_observation.device)
+        return torch.stack([getattr(transition, name) for transition in self.transitions])
+
+    @property
+    def observations(self) -> torch.Tensor:
+        """Raw observations ``[T, N, D]`` (graph kept)."""
+        obs = self.initial_observation
+        return self._stack("observation", (0, *obs.shape), obs.dtype)
+
+    @property
+    def rewards(self) -> torch.Tensor:
+        """Rewards ``[T, N]`` (graph kept)."""
+        obs = self.initial_observation
+        return self._stack("reward", (0, obs.shape[0]), obs.dtype)
+
+    @property
+    def dones(self) -> torch.Tensor:
+        """Done flags ``[T, N]``."""
+        return self._stack("done", (0, self.initial_observation.shape[0]), torch.bool)
+
+    @property
+    def alive_mask(self) -> torch.Tensor:
+        """``[T, N]``: true up to and including each env's first done."""
+        dones = self.dones
+        if dones.shape[0] == 0:
+            return dones
+        finished_before = torch.cumsum(dones.to(torch.int32), dim=0) - dones.to(torch.int32)
+        return finished_before == 0
+
+
+class DifferentiableCollector:
+    """Steps a policy through a differentiable env, keeping the graph.
+
+    The policy sees observations normalized by ``observation_normalizer``; the
+    rollout keeps the raw ones (for the normalizer's update).
+
+    Args:
+        env: The differentiable env.
+        policy: The policy.
+        device: Device of rewards and flags in the rollout.
+        observation_normalizer: Optional normalizer applied before the policy.
+        clip_actions_to_space: Clamp actions to the action space bounds before
+            the env step. The clamp passes the adjoint through inside the
+            bounds and blocks it outside: an action beyond a bound gets zero
+            gradient from the env (a squashed policy avoids this).
+        action_adjoint_max_norm: If positive, a backward hook clips each env's
+            adjoint of the action to this L2 norm and records
+            :class:`BatchedGradientNormStats` in the rollout.
+    """
+
+    def __init__(
+        self,
+        env: DifferentiableVecEnv,
+        policy: Policy,
+        device: torch.device | str,
+        *,
+        observation_normalizer: RunningObservationNormalizer | None = None,
+        clip_actions_to_space: bool = False,
+        action_adjoint_max_norm: float = 0.0,
+    ) -> None:
+        if action_adjoint_max_norm < 0.0:
+            raise ValueError("action_adjoint_max_norm cannot be negative.")
+        self.env = env
+        self.policy = policy
+        self.device = torch.device(device)
+        self.observation_normalizer = observation_normalizer
+        self.clip_actions_to_space = bool(clip_actions_to_space)
+        self.action_adjoint_max_norm = float(action_adjoint_max_norm)
+        self._observation: torch.Tensor | None = None
+        self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
+        if self.clip_actions_to_space:
+            space = env.single_action_space
+            if not hasattr(space, "low") or not hasattr(space, "high"):
+                raise TypeError(
+                    "clip_actions_to_space requires an action space with low/high bounds."
+                )
+            self._action_bounds = (
+                torch.as_tensor(space.low, device=self.device),
+                torch.as_tensor(space.high, device=self.device),
+            )
+
+    @property
+    def observation(self) -> torch.Tensor | None:
+        """The current raw observation, ``None`` before the first reset."""
+        return self._observation
+
+    def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset the env (seeded if given) and the collector's observation."""
+        self._observation, info = self.env.reset(seed=seed)
+        return self._observation, info
+
+    def collect(
+        self,
+        num_steps: int,
+        *,
+        deterministic: bool = False,
+        on_step_callback: Callable[[DifferentiableTransition], None] | None = None,
+    ) -> DifferentiableRollout:
+        """Collect ``num_steps`` graph-connected steps from the current state.
+
+        Raises:
+            ValueError: If ``num_steps`` is not positive.
+        """
+        if num_steps <= 0:
+            raise ValueError(f"num_steps must be positive, got {num_steps}.")
+        if self._observation is None:
+            self.reset()
+        assert self._observation is not None
+        initial_observation = self._observation
+        stats = (
+            BatchedGradientNormStats(self.device) if self.action_adjoint_max_norm > 0.0 else None
+        )
+        transitions = []
+        observation = initial_observation
+        for _ in range(num_steps):
+            policy_input = (
+                observation
+                if self.observation_normalizer is None
+                else self.observation_normalizer.normalize(observation)
+            )
+            policy_output = dict(
+                self.policy.get_differentiable_action(policy_input, deterministic=deterministic)
+            )
+            action = policy_output["action"]
+            if self._action_bounds is not None:
+                low, high = self._action_bounds
+                action = torch.clamp(action, low.to(action.dtype), high.to(action.dtype))
+                policy_output["action"] = action
+            if stats is not None and action.requires_grad:
+                action.register_hook(self._adjoint_clipper(stats))
+            next_observation, reward, terminated, truncated, info = self.env.step(action)
+            transition = DifferentiableTransition(
+                observation=observation,
+                policy_output=policy_output,
+                reward=reward,
+                terminated=terminated,
+                truncated=truncated,
+                done=terminated | truncated,
+                next_observation=next_observation,
+                info=info,
+            )
+            transitions.append(transition)
+            observation = next_observation
+            if on_step_callback is not None:
+                on_step_callback(transition)
+        self._observation = observation
+        return DifferentiableRollout(initial_observation, tuple(transitions), stats)
+
+    def _adjoint_clipper(
+        self, stats: BatchedGradientNormStats
+    ) -> Callable[[torch.Tensor], torch.Tensor]:
+        max_norm = self.action_adjoint_max_norm
+        return lambda gradient: clip_batched_gradient_norm(gradient, max_norm, stats)
+
+    def clear_observation(self) -> None:
+        """Forget the current observation: the next :meth:`collect` resets the env."""
+        self._observation = None
+
+    def detach_state(self) -> torch.Tensor:
+        """Cut the graph at the current state (the TBPTT boundary); keep the episode."""
+        self._observation = self.env.detach_state()
+        return self._observation

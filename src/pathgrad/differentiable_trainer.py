@@ -1,0 +1,542 @@
+"""Training orchestration for truncated and complete differentiable rollouts."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from pathgrad.algo import APG
+from pathgrad.checkpoint import _load, _save, latest_checkpoint
+from pathgrad.collector import (
+    DifferentiableCollector,
+    DifferentiableRollout,
+    DifferentiableTransition,
+)
+from pathgrad.env import (
+    DifferentiableRolloutSpec,
+    DifferentiableVecEnv,
+    ScheduledDifferentiableVecEnv,
+)
+from pathgrad.evaluation import evaluate_episodes
+from pathgrad.normalization import RunningObservationNormalizer
+from pathgrad.policies import Policy
+from pathgrad.utils import configclass, scheduler_needs_horizon
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+__all__ = ["DifferentiableTrainer", "DifferentiableTrainerCfg"]
+
+_STATS_WINDOW = 100
+
+
+@configclass
+class DifferentiableTrainerCfg:
+    """Configuration of segmented (TBPTT) or complete graph-preserving training.
+
+    Attributes:
+        segment_length: Steps between truncation boundaries (segmented mode).
+        update_horizon: Steps per optimizer update (segmented: a multiple of
+            ``segment_length``; complete: the rollout length). Defaults to
+            ``segment_length``.
+        rollout_mode: ``segmented`` (env state carried across updates, graph
+            cut every segment) or ``complete`` (each rollout starts from a reset).
+        gradient_accumulation_steps: Complete rollouts per update.
+        deterministic_actions: Use the policy mean during training.
+        clip_actions_to_space: Clamp actions to the action space bounds.
+        action_adjoint_max_norm: Per-env clip of the action adjoint (0: off).
+        normalize_observations: Keep a running observation normalizer.
+        rollout_seed: Seed of the first complete rollout's reset.
+        checkpoint_dir: Folder of checkpoints and their index.
+        experiment_name: Prefix of checkpoint file names.
+        save_frequency_updates: Save every so many updates (0: never).
+        eval_frequency_steps: Evaluate every so many env steps (0: never).
+        num_eval_episodes: Episodes per evaluation.
+        eval_seed: Reset seed of each evaluation.
+        use_wandb: Also log to Weights & Biases (``wandb.init`` is the caller's).
+        best_eval_metric: Evaluation metric that selects the best checkpoint.
+        best_eval_mode: ``max`` or ``min`` of ``best_eval_metric``.
+    """
+
+    segment_length: int = 16
+    update_horizon: int | None = None
+    rollout_mode: str = "segmented"
+    gradient_accumulation_steps: int = 1
+    deterministic_actions: bool = False
+    clip_actions_to_space: bool = False
+    action_adjoint_max_norm: float = 0.0
+    normalize_observations: bool = False
+    rollout_seed: int | None = None
+    checkpoint_dir: str = "outputs/checkpoints"
+    experiment_name: str = "apg"
+    save_frequency_updates: int = 0
+    eval_frequency_steps: int = 0
+    num_eval_episodes: int = 5
+    eval_seed: int | None = None
+    use_wandb: bool = False
+    best_eval_metric: str = "eval/avg_reward"
+    best_eval_mode: str = "max"
+
+    def validate(self) -> None:
+        """Check every field; raise ``ValueError`` naming the first bad one."""
+        if self.segment_length <= 0:
+            raise ValueError("segment_length must be positive.")
+        update_horizon = self.resolved_update_horizon
+        if self.rollout_mode not in {"segmented", "complete"}:
+            raise ValueError("rollout_mode must be 'segmented' or 'complete'.")
+        if self.rollout_mode == "segmented" and update_horizon < self.segment_length:
+            raise ValueError("update_horizon must be at least segment_length.")
+        if self.rollout_mode == "segmented" and update_horizon % self.segment_length != 0:
+            raise ValueError("update_horizon must be divisible by segment_length.")
+        if update_horizon <= 0:
+            raise ValueError("update_horizon must be positive.")
+        if self.gradient_accumulation_steps <= 0:
+            raise ValueError("gradient_accumulation_steps must be positive.")
+        if self.action_adjoint_max_norm < 0.0:
+            raise ValueError("action_adjoint_max_norm cannot be negative.")
+        if self.save_frequency_updates < 0:
+            raise ValueError("save_frequency_updates cannot be negative.")
+        if self.eval_frequency_steps < 0:
+            raise ValueError("eval_frequency_steps cannot be negative.")
+        if self.best_eval_mode not in {"min", "max"}:
+            raise ValueError("best_eval_mode must be 'min' or 'max'.")
+        if self.num_eval_episodes <= 0:
+            raise ValueError("num_eval_episodes must be positive.")
+        if not self.experiment_name:
+            raise ValueError("experiment_name must not be empty.")
+
+    @property
+    def resolved_update_horizon(self) -> int:
+        """``update_horizon``, or ``segment_length`` when it is unset."""
+        return self.segment_length if self.update_horizon is None else self.update_horizon
+
+
+class DifferentiableTrainer:
+    """Coordinate APG updates over segmented (TBPTT) or complete rollouts.
+
+    Args:
+        cfg: Trainer configuration.
+        env: Training env.
+        policy: The policy; ``algorithm.policy`` must be this same object.
+        algorithm: The algorithm (APG, or one with the same update phases).
+        writer: Optional TensorBoard ``SummaryWriter``.
+        eval_env: Optional env for periodic evaluation.
+        observation_normalizer: Optional normalizer; built from the env when
+            ``cfg.normalize_observations`` and none is given.
+    """
+
+    def __init__(
+        self,
+        cfg: DifferentiableTrainerCfg,
+        env: DifferentiableVecEnv,
+        policy: Policy,
+        algorithm: APG,
+        writer: SummaryWriter | None = None,
+        eval_env: DifferentiableVecEnv | None = None,
+        observation_normalizer: RunningObservationNormalizer | None = None,
+    ) -> None:
+        cfg.validate()
+        if algorithm.policy is not policy:
+            raise ValueError("Trainer and APG must reference the same policy instance.")
+        if torch.device(env.device) != algorithm.device:
+            raise ValueError("Environment and APG must use the same device.")
+        self._wandb = _import_wandb() if cfg.use_wandb else None
+        self.cfg = cfg
+        self.update_horizon = cfg.resolved_update_horizon
+        self.env = env
+        self.policy = policy
+        self.algorithm = algorithm
+        self.writer = writer
+        self.eval_env = eval_env
+        if observation_normalizer is None and cfg.normalize_observations:
+            observation_normalizer = RunningObservationNormalizer(
+                int(env.single_observation_space.shape[-1]),
+                algorithm.device,
+                normalize_mask=getattr(env, "observation_normalize_mask", None),
+            )
+        self.observation_normalizer = observation_normalizer
+        self.collector = DifferentiableCollector(
+            env=env,
+            policy=policy,
+            device=algorithm.device,
+            observation_normalizer=observation_normalizer,
+            clip_actions_to_space=cfg.clip_actions_to_space,
+            action_adjoint_max_norm=cfg.action_adjoint_max_norm,
+        )
+        self.global_step = 0
+        self.num_updates = 0
+        self.train_history: list[dict[str, float]] = []
+        self.eval_history: list[dict[str, float]] = []
+        self.last_eval_metrics: dict[str, float] = {}
+        self.latest_checkpoint_path: str | None = None
+        self.best_checkpoint_path: str | None = None
+        self.best_eval_value: float | None = None
+        self.start_time = time.time()
+        self._start_step = 0
+        self.ret_window: deque[float] = deque(maxlen=_STATS_WINDOW)
+        self.len_window: deque[float] = deque(maxlen=_STATS_WINDOW)
+        self._episode_return = torch.zeros(env.num_envs, device=algorithm.device)
+        self._episode_length = torch.zeros(env.num_envs, dtype=torch.long, device=algorithm.device)
+        self._pending_episodes: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._next_eval_step = cfg.eval_frequency_steps if cfg.eval_frequency_steps > 0 else None
+        self._rollout_index = 0
+
+    def train(
+        self, total_timesteps: int | None = None, *, total_updates: int | None = None
+    ) -> dict[str, Any]:
+        """Train to an env-step or an update budget (exactly one), counted from zero.
+
+        ``total_updates`` is the stable budget for scheduled variable-horizon
+        training. Both budgets are absolute: after a resume, training stops at
+        the same totals as an uninterrupted run.
+
+        Returns:
+            The summary of :meth:`get_summary`.
+
+        Raises:
+            ValueError: If neither or both budgets are given, one is negative,
+                or the LR schedule cannot be bound to the budget.
+        """
+        if total_timesteps is None and total_updates is None:
+            raise ValueError("Provide total_timesteps or total_updates.")
+        if total_timesteps is not None and total_updates is not None:
+            raise ValueError("Provide only one training budget.")
+        if total_timesteps is not None and total_timesteps < 0:
+            raise ValueError("total_timesteps cannot be negative.")
+        if total_updates is not None and total_updates < 0:
+            raise ValueError("total_updates cannot be negative.")
+        estimated_updates, remaining_updates = self._planned_updates(total_timesteps, total_updates)
+        self.algorithm._prepare_schedule(estimated_updates, remaining_updates)
+        self.start_time = time.time()
+        self._start_step = self.global_step
+        self.policy.train()
+        while (
+            self.num_updates < total_updates
+            if total_updates is not None
+            else self.global_step < total_timesteps
+        ):
+            self.algorithm._check_schedule_horizon(1)
+            if self.cfg.rollout_mode == "complete":
+                collected_steps, metrics = self._complete_rollout_update()
+            else:
+                update_steps = self.update_horizon
+                if total_timesteps is not None:
+                    remaining_vector_steps = math.ceil(
+                        (total_timesteps - self.global_step) / self.env.num_envs
+                    )
+                    update_steps = min(self.update_horizon, remaining_vector_steps)
+                collected_steps, metrics = self._segmented_update(update_steps)
+            self.global_step += collected_steps * self.env.num_envs
+            self.num_updates += 1
+            self._record_update(metrics)
+            self._evaluate_and_save()
+        return self.get_summary()
+
+    def _planned_updates(
+        self, total_timesteps: int | None, total_updates: int | None
+    ) -> tuple[int, int]:
+        """Updates of the whole run and of this call, for the LR schedule."""
+        if total_updates is not None:
+            return total_updates, max(0, total_updates - self.num_updates)
+        assert total_timesteps is not None
+        pending = self.global_step < total_timesteps
+        if self.cfg.rollout_mode == "complete" and isinstance(
+            self.env, ScheduledDifferentiableVecEnv
+        ):
+            if pending and scheduler_needs_horizon(self.algorithm._lr_scheduler_cfg):
+                raise ValueError(
+                    "Variable-horizon APG requires total_updates or an explicit scheduler horizon."
+                )
+            # Env-provided horizons are known only when collecting: the explicit
+            # LR horizon is checked before each update instead.
+            return int(pending), int(pending)
+        steps_per_update = self.update_horizon * self.env.num_envs
+        if self.cfg.rollout_mode == "complete":
+            steps_per_update *= self.cfg.gradient_accumulation_steps
+        estimated = math.ceil(total_timesteps / steps_per_update)
+        remaining = math.ceil(max(0, total_timesteps - self.global_step) / steps_per_update)
+        return estimated, remaining
+
+    def _segmented_update(self, update_steps: int) -> tuple[int, dict[str, float]]:
+        """One TBPTT update: segments of ``segment_length`` steps, one optimizer step."""
+        collected_steps = 0
+        self.algorithm.begin_update()
+        try:
+            while collected_steps < update_steps:
+                segment_steps = min(self.cfg.segment_length, update_steps - collected_steps)
+                rollout = self.collector.collect(
+                    segment_steps,
+                    deterministic=self.cfg.deterministic_actions,
+                    on_step_callback=self._on_step,
+                )
+                self.algorithm.accumulate_segment(rollout)
+                self._update_observation_normalizer(rollout)
+                self.collector.detach_state()
+                collected_steps += rollout.num_steps
+            return collected_steps, self.algorithm.finish_update()
+        except BaseException:
+            self.algorithm.cancel_update()
+            raise
+
+    def _complete_rollout_update(self) -> tuple[int, dict[str, float]]:
+        """Accumulate independent full rollouts into one optimizer step."""
+        accumulation_steps = self.cfg.gradient_accumulation_steps
+        collected_steps = 0
+        metadata: dict[str, list[float]] = {}
+        self.algorithm.begin_update()
+        try:
+            for _ in range(accumulation_steps):
+                spec = self._prepare_complete_rollout()
+                seed = self.cfg.rollout_seed if self._rollout_index == 0 else None
+                self.collector.reset(seed=seed)
+                rollout = self.collector.collect(
+                    spec.num_steps,
+                    deterministic=self.cfg.deterministic_actions,
+                    on_step_callback=self._on_step,
+                )
+                self.algorithm.accumulate_complete_rollout(
+                    rollout,
+                    objective_scale=spec.objective_scale,
+                    accumulation_scale=1.0 / accumulation_steps,
+                )
+                self._update_observation_normalizer(rollout)
+                self.collector.detach_state()
+                collected_steps += rollout.num_steps
+                for key, value in spec.metadata.items():
+                    metadata.setdefault(str(key), []).append(float(value))
+                self._rollout_index += 1
+            metrics = self.algorithm.finish_update()
+        except BaseException:
+            self.algorithm.cancel_update()
+            raise
+        for key, values in metadata.items():
+            metrics[f"rollout_{key}_mean"] = sum(values) / len(values)
+        return collected_steps, metrics
+
+    def _prepare_complete_rollout(self) -> DifferentiableRolloutSpec:
+        if isinstance(self.env, ScheduledDifferentiableVecEnv):
+            return self.env.prepare_differentiable_rollout(self._rollout_index)
+        return DifferentiableRolloutSpec(num_steps=self.update_horizon)
+
+    def _update_observation_normalizer(self, rollout: DifferentiableRollout) -> None:
+        if self.observation_normalizer is None:
+            return
+        alive_observations = rollout.observations[rollout.alive_mask]
+        self.observation_normalizer.update(alive_observations.detach())
+
+    def _record_update(self, metrics: dict[str, float]) -> None:
+        """Fold finished episodes into the windows, then log the update."""
+        self._flush_episode_statistics()
+        elapsed = max(time.time() - self.start_time, 1e-6)
+        entry = {
+            "global_step": float(self.global_step),
+            "num_updates": float(self.num_updates),
+            "charts/SPS": float((self.global_step - self._start_step) / elapsed),
+            "charts/episode_reward_avg_100": _mean_or_nan(self.ret_window),
+            "charts/episode_length_avg_100": _mean_or_nan(self.len_window),
+            **{f"train/{key}": value for key, value in metrics.items()},
+        }
+        self.train_history.append(entry)
+        self._log(metrics)
+
+    def _evaluate_and_save(self) -> None:
+        """Evaluate when due (saving a new best), then save when due."""
+        saved_best = False
+        if (
+            self._next_eval_step is not None
+            and self.eval_env is not None
+            and self.global_step >= self._next_eval_step
+        ):
+            previous_best = self.best_checkpoint_path
+            self._evaluate()
+            saved_best = self.best_checkpoint_path != previous_best
+            while self._next_eval_step <= self.global_step:
+                self._next_eval_step += self.cfg.eval_frequency_steps
+        if (
+            not saved_best
+            and self.cfg.save_frequency_updates > 0
+            and self.num_updates % self.cfg.save_frequency_updates == 0
+        ):
+            self.save_checkpoint()
+
+    def save_checkpoint(self, path: str | Path | None = None, *, kind: str = "periodic") -> str:
+        """Atomically save the learning state and record it in the run index.
+
+        Args:
+            path: Destination; by default ``<checkpoint_dir>/<experiment>_step_<N>.pt``.
+            kind: ``periodic``, ``best`` or ``final``, recorded in the index.
+
+        Returns:
+            The saved path.
+        """
+        if path is None:
+            path = Path(self.cfg.checkpoint_dir) / (
+                f"{self.cfg.experiment_name}_step_{self.global_step}.pt"
+            )
+        extra: dict[str, Any] = {"rollout_index": self._rollout_index}
+        if self.observation_normalizer is not None:
+            extra["observation_normalizer"] = self.observation_normalizer.state_dict()
+        return _save(self, path, extra, kind)
+
+    def load_checkpoint(
+        self, path: str | Path | None = None, *, resume_scheduler: str = "restore"
+    ) -> None:
+        """Validate and restore the learning state.
+
+        Where the env has ``state_dict()``/``load_state_dict()`` the env state
+        is restored too and training continues exactly; otherwise the next
+        update starts from a fresh reset.
+
+        Args:
+            path: Checkpoint file; by default the latest entry of the run
+                index in ``cfg.checkpoint_dir``.
+            resume_scheduler: ``restore`` the saved LR curve, or ``restart``
+                the configured curve while keeping the optimizer's momentum.
+
+        Raises:
+            FileNotFoundError: If the file (or any indexed checkpoint) is missing.
+            ValueError: If the file is not a pathgrad checkpoint or does not
+                match this trainer; nothing is changed then.
+        """
+        if path is None:
+            path = latest_checkpoint(self.cfg.checkpoint_dir)
+        checkpoint = _load(self, path, resume_scheduler)
+        self._rollout_index = int(checkpoint.get("rollout_index", self.num_updates))
+        frequency = self.cfg.eval_frequency_steps
+        self._next_eval_step = (
+            (self.global_step // frequency + 1) * frequency if frequency > 0 else None
+        )
+        self.start_time = time.time()
+        self._start_step = self.global_step
+
+    def get_summary(self) -> dict[str, Any]:
+        """Counters, last metrics, histories and checkpoint paths."""
+        elapsed = max(1e-6, time.time() - self.start_time)
+        return {
+            "global_step": self.global_step,
+            "num_updates": self.num_updates,
+            "elapsed_time_sec": float(elapsed),
+            "training_fps": float((self.global_step - self._start_step) / elapsed),
+            "last_train_metrics": dict(self.train_history[-1]) if self.train_history else {},
+            "last_eval_metrics": dict(self.last_eval_metrics),
+            "train_history": list(self.train_history),
+            "eval_history": list(self.eval_history),
+            "latest_checkpoint_path": self.latest_checkpoint_path,
+            "best_checkpoint_path": self.best_checkpoint_path,
+        }
+
+    def _on_step(self, transition: DifferentiableTransition) -> None:
+        """Track episode returns on the device; no host synchronisation per step."""
+        done = transition.done.detach()
+        returns = self._episode_return + transition.reward.detach().to(self._episode_return.dtype)
+        lengths = self._episode_length + 1
+        self._pending_episodes.append((done, returns, lengths))
+        self._episode_return = torch.where(done, torch.zeros_like(returns), returns)
+        self._episode_length = torch.where(done, torch.zeros_like(lengths), lengths)
+
+    def _flush_episode_statistics(self) -> None:
+        """Move the episodes finished since the last flush into the windows."""
+        if not self._pending_episodes:
+            return
+        pending = zip(*self._pending_episodes, strict=True)
+        done, returns, lengths = (torch.stack(parts) for parts in pending)
+        self._pending_episodes.clear()
+        self.ret_window.extend(returns[done].tolist())
+        self.len_window.extend(float(length) for length in lengths[done].tolist())
+
+    def _episode_statistics_state(self) -> dict[str, Any]:
+        self._flush_episode_statistics()
+        return {
+            "ret_window": list(self.ret_window),
+            "len_window": list(self.len_window),
+            "episode_return": self._episode_return.clone(),
+            "episode_length": self._episode_length.clone(),
+        }
+
+    def _load_episode_statistics_state(self, state: dict[str, Any]) -> None:
+        self._pending_episodes.clear()
+        self.ret_window = deque(state["ret_window"], maxlen=_STATS_WINDOW)
+        self.len_window = deque(state["len_window"], maxlen=_STATS_WINDOW)
+        if tuple(state["episode_return"].shape) == tuple(self._episode_return.shape):
+            self._episode_return = state["episode_return"].to(self._episode_return.device)
+            self._episode_length = state["episode_length"].to(self._episode_length.device)
+
+    def _evaluate(self) -> dict[str, float]:
+        if self.eval_env is None:
+            return {}
+        metrics = evaluate_episodes(
+            policy=self.policy,
+            env=self.eval_env,
+            num_episodes=self.cfg.num_eval_episodes,
+            device=self.algorithm.device,
+            seed=self.cfg.eval_seed,
+            observation_transform=(
+                self.observation_normalizer.normalize
+                if self.observation_normalizer is not None
+                else None
+            ),
+        )
+        entry = {"global_step": float(self.global_step), **metrics}
+        self.eval_history.append(entry)
+        self.last_eval_metrics = entry
+        finite = {key: value for key, value in metrics.items() if math.isfinite(value)}
+        if self.writer is not None:
+            for key, value in finite.items():
+                self.writer.add_scalar(key, value, self.global_step)
+        if self._wandb is not None:
+            self._wandb.log(finite, step=self.global_step)
+        candidate = metrics.get(self.cfg.best_eval_metric)
+        if candidate is not None and math.isfinite(candidate):
+            improved = self.best_eval_value is None or (
+                candidate > self.best_eval_value
+                if self.cfg.best_eval_mode == "max"
+                else candidate < self.best_eval_value
+            )
+            if improved:
+                self.best_eval_value = candidate
+                path = Path(self.cfg.checkpoint_dir) / (
+                    f"{self.cfg.experiment_name}_best_step_{self.global_step}.pt"
+                )
+                previous_best = self.best_checkpoint_path
+                self.best_checkpoint_path = str(path)
+                try:
+                    self.save_checkpoint(path, kind="best")
+                except Exception:
+                    self.best_checkpoint_path = previous_best
+                    raise
+        return metrics
+
+    def _log(self, metrics: dict[str, float]) -> None:
+        elapsed = max(time.time() - self.start_time, 1e-6)
+        values = {
+            **{f"train/{key}": value for key, value in metrics.items()},
+            "charts/SPS": (self.global_step - self._start_step) / elapsed,
+        }
+        if self.ret_window:
+            values["charts/episode_reward_avg_100"] = _mean_or_nan(self.ret_window)
+            values["charts/episode_length_avg_100"] = _mean_or_nan(self.len_window)
+        if self.writer is not None:
+            for key, value in values.items():
+                self.writer.add_scalar(key, value, self.global_step)
+        if self._wandb is not None:
+            self._wandb.log(values, step=self.global_step)
+
+
+def _mean_or_nan(window: deque[float]) -> float:
+    return float(sum(window) / len(window)) if window else float("nan")
+
+
+def _import_wandb() -> Any:
+    """Import wandb for ``use_wandb=True``, with a clear error when it is missing."""
+    try:
+        import wandb
+    except ImportError as error:
+        raise RuntimeError(
+            "use_wandb=True needs the 'wandb' package: pip install 'pathgrad[wandb]'."
+        ) from error
+    return wandb

@@ -1,0 +1,139 @@
+"""Environment contracts, rollout specs and the environment registry.
+
+A :class:`DifferentiableVecEnv` is a batch of ``num_envs`` environments whose
+``step`` keeps the autograd graph: reward and next observation are
+differentiable in the action and in the state carried from earlier steps.
+
+Contract of ``step(action[N, A]) -> (obs, reward[N], terminated[N], truncated[N], info)``:
+
+- Rows that finish reset inside ``step``: ``obs`` holds the next episode's
+  first observation for them, while reward and done flags are those of the
+  finishing step.
+- ``info["final_observation"]`` is the observation before any reset, for every
+  row and graph-connected (a critic bootstraps truncated episodes from it).
+- ``info["metrics"]`` maps names to per-env tensors describing the state the
+  step ended in, before any reset (for example ``success`` or ``final_distance``).
+
+``detach_state()`` cuts the graph and returns the current observation without
+resetting: it is the truncation boundary of truncated backpropagation.
+``reset(seed=...)`` makes the run reproducible: each env owns its generator.
+Envs that offer ``state_dict()``/``load_state_dict()`` are resumed exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from gymnasium.spaces import Space
+
+__all__ = [
+    "DifferentiableRolloutSpec",
+    "DifferentiableVecEnv",
+    "ScheduledDifferentiableVecEnv",
+    "build_learning_env",
+    "get_registered_learning_env_names",
+    "register_learning_env",
+]
+
+LearningEnvFactory = Callable[..., "DifferentiableVecEnv"]
+
+_REGISTRY: dict[str, LearningEnvFactory] = {}
+
+
+@runtime_checkable
+class DifferentiableVecEnv(Protocol):
+    """Batched environment whose ``step`` preserves the autograd graph."""
+
+    num_envs: int
+    device: torch.device
+    single_observation_space: Space
+    single_action_space: Space
+
+    def reset(
+        self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset every env and return the first observation ``[N, D]``."""
+        ...
+
+    def step(
+        self, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Advance every env by one step, auto-resetting rows that finish."""
+        ...
+
+    def detach_state(self) -> torch.Tensor:
+        """Cut the graph of the carried state; return the current observation."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class DifferentiableRolloutSpec:
+    """What a scheduled env asks of the next complete rollout.
+
+    Attributes:
+        num_steps: Length of the rollout.
+        objective_scale: Scalar or per-env multiplier of the return.
+        metadata: Scalars logged as ``train/rollout_<key>_mean``.
+    """
+
+    num_steps: int
+    objective_scale: float | torch.Tensor = 1.0
+    metadata: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if int(self.num_steps) <= 0:
+            raise ValueError(f"num_steps must be positive, got {self.num_steps}.")
+
+
+@runtime_checkable
+class ScheduledDifferentiableVecEnv(DifferentiableVecEnv, Protocol):
+    """An env that sets the length and scale of each complete rollout."""
+
+    def prepare_differentiable_rollout(self, rollout_index: int) -> DifferentiableRolloutSpec:
+        """Return the spec of complete rollout number ``rollout_index``."""
+        ...
+
+
+def register_learning_env(
+    name: str, factory: LearningEnvFactory | None = None, *, override: bool = False
+) -> Any:
+    """Register an env factory under ``name`` (case-insensitive).
+
+    Works as ``register_learning_env("Name", Factory)`` and as the decorator
+    ``@register_learning_env("Name")``.
+
+    Raises:
+        ValueError: If ``name`` is taken and ``override`` is false.
+    """
+
+    def decorator(env_factory: LearningEnvFactory) -> LearningEnvFactory:
+        key = name.lower()
+        if key in _REGISTRY and _REGISTRY[key] is not env_factory and not override:
+            raise ValueError(f"Learning environment '{name}' is already registered.")
+        _REGISTRY[key] = env_factory
+        return env_factory
+
+    return decorator if factory is None else decorator(factory)
+
+
+def get_registered_learning_env_names() -> list[str]:
+    """Names of the registered envs, sorted."""
+    return sorted(_REGISTRY)
+
+
+def build_learning_env(
+    name: str, *, num_envs: int, device: torch.device | str, **cfg: Any
+) -> DifferentiableVecEnv:
+    """Build the registered env ``name`` with ``num_envs`` rows on ``device``.
+
+    Raises:
+        ValueError: If ``name`` is not registered.
+    """
+    key = name.lower()
+    if key not in _REGISTRY:
+        available = ", ".join(get_registered_learning_env_names()) or "<none>"
+        raise ValueError(f"Learning environment '{name}' is not registered. Available: {available}")
+    return _REGISTRY[key](num_envs=num_envs, device=torch.device(device), **cfg)

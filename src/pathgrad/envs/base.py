@@ -1,0 +1,191 @@
+"""Shared machinery of the built-in batched differentiable environments."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium.spaces import Box
+
+__all__ = ["BatchedDifferentiableEnv", "State", "resolve_dtype"]
+
+State = dict[str, torch.Tensor]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """Accept ``torch.float32``/``torch.float64`` or their names."""
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
+
+
+class BatchedDifferentiableEnv(ABC):
+    """A batch of envs stepped as tensors, with auto-reset and a time limit.
+
+    Subclasses describe one env as pure tensor functions over a state dict of
+    ``[N, ...]`` tensors; this class batches them, auto-resets finished rows
+    inside :meth:`step` (``torch.where``, no host synchronisation), truncates
+    at ``max_episode_steps``, and saves state and generator for exact resume.
+
+    Args:
+        num_envs: Number of parallel envs.
+        device: Torch device of every tensor.
+        dtype: ``float32`` (default) or ``float64``.
+        max_episode_steps: Time limit; ``truncated`` is set at this step.
+        seed: Seed of the env's generator; by default drawn from torch's global RNG.
+    """
+
+    observation_dim: int
+    action_dim: int
+    default_max_episode_steps: int
+    observation_normalize_mask: list[bool] | None = None
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device | str = "cpu",
+        *,
+        dtype: str | torch.dtype = torch.float32,
+        max_episode_steps: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if int(num_envs) <= 0:
+            raise ValueError(f"num_envs must be positive, got {num_envs}.")
+        self.num_envs = int(num_envs)
+        self.device = torch.device(device)
+        self.dtype = resolve_dtype(dtype)
+        self.max_episode_steps = int(max_episode_steps or self.default_max_episode_steps)
+        if self.max_episode_steps <= 0:
+            raise ValueError(f"max_episode_steps must be positive, got {max_episode_steps}.")
+        self.generator = torch.Generator(device=self.device)
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        self.generator.manual_seed(int(seed))
+        np_dtype = np.float64 if self.dtype == torch.float64 else np.float32
+        self.single_observation_space = Box(-np.inf, np.inf, (self.observation_dim,), np_dtype)
+        self.single_action_space = Box(-1.0, 1.0, (self.action_dim,), np_dtype)
+        self.state: State = self._sample_initial_state(self.num_envs)
+        self.elapsed_steps = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+
+    # Subclass hooks: pure functions of batched tensors.
+    @abstractmethod
+    def _sample_initial_state(self, num: int) -> State:
+        """Draw ``num`` initial states from ``self.generator``."""
+
+    @abstractmethod
+    def _dynamics(self, state: State, action: torch.Tensor) -> State:
+        """Next state after applying ``action``."""
+
+    @abstractmethod
+    def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
+        """Reward ``[N]`` of the transition."""
+
+    @abstractmethod
+    def _observe(self, state: State) -> torch.Tensor:
+        """Observation ``[N, observation_dim]`` of ``state``."""
+
+    def _terminated(self, state: State) -> torch.Tensor:
+        """Rows whose episode ended in ``state``; none by default."""
+        return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+
+    def _metrics(self, state: State) -> dict[str, torch.Tensor]:
+        """Per-env evaluation metrics of ``state``; none by default."""
+        return {}
+
+    # Contract.
+    def _uniform(self, low: float, high: float, *shape: int) -> torch.Tensor:
+        """Uniform samples from the env's generator."""
+        sample = torch.rand(shape, generator=self.generator, device=self.device, dtype=self.dtype)
+        return low + (high - low) * sample
+
+    def reset(
+        self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset every env; a seed reseeds the env's generator first."""
+        if seed is not None:
+            self.generator.manual_seed(int(seed))
+        self.state = self._sample_initial_state(self.num_envs)
+        self.elapsed_steps = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        return self._observe(self.state), {}
+
+    def step(
+        self, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Advance every env; finished rows restart with a fresh initial state."""
+        if action.shape != (self.num_envs, self.action_dim):
+            raise ValueError(
+                f"action must have shape {(self.num_envs, self.action_dim)}, "
+                f"got {tuple(action.shape)}."
+            )
+        action = action.to(device=self.device, dtype=self.dtype)
+        next_state = self._dynamics(self.state, action)
+        reward = self._reward(self.state, action, next_state)
+        terminated = self._terminated(next_state)
+        self.elapsed_steps = self.elapsed_steps + 1
+        truncated = self.elapsed_steps >= self.max_episode_steps
+        done = terminated | truncated
+        info = {
+            "final_observation": self._observe(next_state),
+            "metrics": self._metrics(next_state),
+        }
+        fresh = self._sample_initial_state(self.num_envs)
+        self.state = {
+            key: torch.where(_rows(done, value), fresh[key], value)
+            for key, value in next_state.items()
+        }
+        self.elapsed_steps = torch.where(
+            done, torch.zeros_like(self.elapsed_steps), self.elapsed_steps
+        )
+        return self._observe(self.state), reward, terminated, truncated, info
+
+    def detach_state(self) -> torch.Tensor:
+        """Cut the graph of the carried state and return the current observation."""
+        self.state = {key: value.detach() for key, value in self.state.items()}
+        return self._observe(self.state)
+
+    def state_dict(self) -> dict[str, Any]:
+        """State tensors, step counters and generator, for exact resume."""
+        return {
+            "state": {key: value.detach().clone() for key, value in self.state.items()},
+            "elapsed_steps": self.elapsed_steps.clone(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned.
+
+        Raises:
+            ValueError: If an entry is missing or has the wrong shape.
+        """
+        saved = state["state"]
+        if set(saved) != set(self.state):
+            raise ValueError(
+                f"env state has entries {sorted(saved)}, expected {sorted(self.state)}."
+            )
+        for key, value in saved.items():
+            if tuple(value.shape) != tuple(self.state[key].shape):
+                raise ValueError(
+                    f"env state entry '{key}' has shape {tuple(value.shape)}, "
+                    f"expected {tuple(self.state[key].shape)}."
+                )
+        self.state = {
+            key: value.to(device=self.device, dtype=self.state[key].dtype)
+            for key, value in saved.items()
+        }
+        self.elapsed_steps = state["elapsed_steps"].to(self.device).clone()
+        self.generator.set_state(state["generator"])
+
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release here
+        """Release resources (none are held)."""
+
+
+def _rows(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Broadcast a row mask ``[N]`` against ``like`` ``[N, ...]``."""
+    return mask.view((-1,) + (1,) * (like.ndim - 1))

@@ -1,0 +1,141 @@
+"""The policy contract and a Gaussian MLP policy."""
+
+from __future__ import annotations
+
+import math
+from abc import ABCMeta, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["ACTIVATIONS", "GaussianMLPPolicy", "Policy"]
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "elu": nn.ELU,
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "silu": nn.SiLU,
+    "gelu": nn.GELU,
+}
+
+
+class Policy(nn.Module, metaclass=ABCMeta):
+    """A policy whose actions are differentiable in its parameters and inputs."""
+
+    @abstractmethod
+    def get_differentiable_action(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """Reparameterized action with the graph kept.
+
+        Returns:
+            A mapping with ``action`` ``[N, A]``, ``log_prob`` ``[N]``,
+            ``entropy`` ``[N]`` and ``mean`` ``[N, A]`` (the deterministic action).
+        """
+
+    @torch.no_grad()
+    def get_action(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Action without a graph, for evaluation and deployment."""
+        return self.get_differentiable_action(obs, deterministic=deterministic)["action"]
+
+
+class GaussianMLPPolicy(Policy):
+    """Diagonal Gaussian over actions, its mean an MLP of the observation.
+
+    The log standard deviation is a learned vector independent of the
+    observation. With ``squash=True`` the sample passes through ``tanh`` and is
+    scaled to ``[action_low, action_high]``; ``log_prob`` then includes the
+    change of variables, while ``entropy`` stays that of the Gaussian before
+    squashing (the squashed entropy has no closed form).
+
+    Args:
+        observation_dim: Size of the observation.
+        action_dim: Size of the action.
+        hidden_sizes: Widths of the hidden layers.
+        activation: One of ``elu``, ``relu``, ``tanh``, ``silu``, ``gelu``.
+        init_log_std: Initial log standard deviation of every action dimension.
+        squash: Bound actions with ``tanh`` to the action range.
+        action_low: Lower action bound (scalar or per dimension), for ``squash``.
+        action_high: Upper action bound, for ``squash``.
+    """
+
+    def __init__(
+        self,
+        observation_dim: int,
+        action_dim: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        activation: str = "elu",
+        init_log_std: float = -0.5,
+        squash: bool = False,
+        action_low: float | Sequence[float] = -1.0,
+        action_high: float | Sequence[float] = 1.0,
+    ) -> None:
+        super().__init__()
+        if observation_dim <= 0 or action_dim <= 0:
+            raise ValueError("observation_dim and action_dim must be positive.")
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got '{activation}'."
+            )
+        if any(int(width) <= 0 for width in hidden_sizes):
+            raise ValueError(f"hidden_sizes must be positive, got {list(hidden_sizes)}.")
+        layers: list[nn.Module] = []
+        width_in = observation_dim
+        for width in hidden_sizes:
+            layers += [nn.Linear(width_in, int(width)), ACTIVATIONS[activation]()]
+            width_in = int(width)
+        head = nn.Linear(width_in, action_dim)
+        with torch.no_grad():
+            head.weight.mul_(0.01)
+            head.bias.zero_()
+        self.mean_net = nn.Sequential(*layers, head)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
+        self.squash = bool(squash)
+        low = torch.tensor(np.broadcast_to(action_low, (action_dim,)), dtype=torch.float32)
+        high = torch.tensor(np.broadcast_to(action_high, (action_dim,)), dtype=torch.float32)
+        if self.squash and not bool(torch.isfinite(low).all() and torch.isfinite(high).all()):
+            raise ValueError("squash needs finite action_low and action_high.")
+        if self.squash and not bool((high > low).all()):
+            raise ValueError("action_high must exceed action_low.")
+        self.register_buffer("action_center", (high + low) / 2)
+        self.register_buffer("action_half_range", (high - low) / 2)
+
+    @classmethod
+    def from_spaces(cls, observation_space, action_space, **kwargs) -> GaussianMLPPolicy:
+        """Size the policy (and its squashing bounds) from gymnasium Box spaces."""
+        return cls(
+            int(observation_space.shape[-1]),
+            int(action_space.shape[-1]),
+            action_low=np.asarray(action_space.low, dtype=np.float64),
+            action_high=np.asarray(action_space.high, dtype=np.float64),
+            **kwargs,
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic action."""
+        return self.get_differentiable_action(obs, deterministic=True)["action"]
+
+    def get_differentiable_action(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """Sample ``mean + std * noise`` (squashed if configured), keeping the graph."""
+        mean = self.mean_net(obs)
+        log_std = self.log_std.expand_as(mean)
+        std = log_std.exp()
+        noise = torch.zeros_like(mean) if deterministic else torch.randn_like(mean)
+        pre_squash = mean if deterministic else mean + std * noise
+        log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1)
+        if not self.squash:
+            return {"action": pre_squash, "log_prob": log_prob, "entropy": entropy, "mean": mean}
+        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
+        log_det = 2.0 * (math.log(2.0) - pre_squash - nn.functional.softplus(-2.0 * pre_squash))
+        log_prob = log_prob - (log_det + self.action_half_range.log()).sum(-1)
+        return {
+            "action": self.action_center + self.action_half_range * torch.tanh(pre_squash),
+            "log_prob": log_prob,
+            "entropy": entropy,
+            "mean": self.action_center + self.action_half_range * torch.tanh(mean),
+        }

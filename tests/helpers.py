@@ -1,0 +1,143 @@
+"""Small envs, policies and checks shared by the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium.spaces import Box
+
+from pathgrad.collector import DifferentiableRollout, DifferentiableTransition
+from pathgrad.env import DifferentiableRolloutSpec
+from pathgrad.policies import Policy
+
+
+class ScalarEnv:
+    """``x' = x + a``, reward ``-x'^2``; episodes of ``episode_steps`` restart at ``x0``.
+
+    Written against the env contract directly (no pathgrad base class), so the
+    tests also check that the contract is all the library needs.
+    """
+
+    def __init__(
+        self,
+        x0: Sequence[float],
+        episode_steps: int = 100,
+        dtype: torch.dtype = torch.float64,
+        reward_hook: Callable[[torch.Tensor, int], torch.Tensor] | None = None,
+    ) -> None:
+        self.num_envs = len(x0)
+        self.device = torch.device("cpu")
+        self.max_episode_steps = episode_steps
+        self.single_observation_space = Box(-np.inf, np.inf, (1,), np.float64)
+        self.single_action_space = Box(-1.0, 1.0, (1,), np.float64)
+        self.x0 = torch.tensor(x0, dtype=dtype).unsqueeze(-1)
+        self.reward_hook = reward_hook
+        self.total_steps = 0
+        self.reset()
+
+    def reset(self, *, seed: int | None = None, options: Any = None):
+        self.x = self.x0.clone()
+        self.t = torch.zeros(self.num_envs, dtype=torch.long)
+        return self.x, {}
+
+    def step(self, action: torch.Tensor):
+        x_next = self.x + action
+        reward = -(x_next**2).squeeze(-1)
+        if self.reward_hook is not None:
+            reward = self.reward_hook(reward, self.total_steps)
+        self.total_steps += 1
+        self.t = self.t + 1
+        truncated = self.t >= self.max_episode_steps
+        terminated = torch.zeros_like(truncated)
+        self.x = torch.where(truncated.unsqueeze(-1), self.x0, x_next)
+        self.t = torch.where(truncated, torch.zeros_like(self.t), self.t)
+        info = {"final_observation": x_next, "metrics": {"position": x_next.detach().squeeze(-1)}}
+        return self.x, reward, terminated, truncated, info
+
+    def detach_state(self) -> torch.Tensor:
+        self.x = self.x.detach()
+        return self.x
+
+
+class ScheduledScalarEnv(ScalarEnv):
+    """A :class:`ScalarEnv` whose complete rollouts grow by one step each time."""
+
+    def prepare_differentiable_rollout(self, rollout_index: int) -> DifferentiableRolloutSpec:
+        horizon = 2 + rollout_index
+        return DifferentiableRolloutSpec(
+            num_steps=horizon, objective_scale=1.0 / horizon, metadata={"horizon": horizon}
+        )
+
+
+class LinearPolicy(Policy):
+    """Deterministic ``a = w * obs`` with one scalar parameter ``w``."""
+
+    def __init__(self, w: float = 0.3, dtype: torch.dtype = torch.float64) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(w, dtype=dtype))
+
+    def get_differentiable_action(self, obs: torch.Tensor, deterministic: bool = False):
+        action = self.w * obs
+        zeros = torch.zeros(obs.shape[0], dtype=obs.dtype)
+        return {"action": action, "mean": action, "log_prob": zeros, "entropy": zeros}
+
+
+def make_rollout(
+    rewards: Sequence[Sequence[float]],
+    dones: Sequence[Sequence[bool]],
+    entropies: Sequence[Sequence[float]] | None = None,
+) -> DifferentiableRollout:
+    """A rollout built by hand from ``[T][N]`` rewards and done flags."""
+    rewards_t = torch.tensor(rewards, dtype=torch.float64)
+    dones_t = torch.tensor(dones)
+    num_envs = rewards_t.shape[1]
+    observation = torch.zeros(num_envs, 1, dtype=torch.float64)
+    transitions = []
+    for step in range(rewards_t.shape[0]):
+        output = {"action": torch.zeros(num_envs, 1, dtype=torch.float64)}
+        if entropies is not None:
+            output["entropy"] = torch.tensor(entropies[step], dtype=torch.float64)
+        transitions.append(
+            DifferentiableTransition(
+                observation=observation,
+                policy_output=output,
+                reward=rewards_t[step],
+                terminated=dones_t[step],
+                truncated=torch.zeros_like(dones_t[step]),
+                done=dones_t[step],
+                next_observation=observation,
+                info={},
+            )
+        )
+    return DifferentiableRollout(observation, tuple(transitions))
+
+
+def central_difference_gradient(
+    loss: Callable[[], torch.Tensor], parameters: Sequence[torch.nn.Parameter], h: float = 1e-6
+) -> list[torch.Tensor]:
+    """Central finite differences of ``loss()`` in every parameter entry (float64)."""
+    gradients = []
+    with torch.no_grad():
+        for parameter in parameters:
+            gradient = torch.zeros_like(parameter)
+            flat = parameter.view(-1)
+            for index in range(flat.numel()):
+                original = flat[index].item()
+                flat[index] = original + h
+                upper = float(loss())
+                flat[index] = original - h
+                lower = float(loss())
+                flat[index] = original
+                gradient.view(-1)[index] = (upper - lower) / (2 * h)
+            gradients.append(gradient)
+    return gradients
+
+
+def relative_error(actual: Sequence[torch.Tensor], expected: Sequence[torch.Tensor]) -> float:
+    """``|actual - expected| / |expected|`` over all entries together."""
+    actual_flat = torch.cat([tensor.reshape(-1) for tensor in actual])
+    expected_flat = torch.cat([tensor.reshape(-1) for tensor in expected])
+    return float((actual_flat - expected_flat).norm() / expected_flat.norm())

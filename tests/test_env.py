@@ -1,0 +1,65 @@
+"""Env contracts, rollout specs and the registry."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import ScalarEnv, ScheduledScalarEnv
+
+from pathgrad.env import (
+    DifferentiableRolloutSpec,
+    DifferentiableVecEnv,
+    ScheduledDifferentiableVecEnv,
+    build_learning_env,
+    get_registered_learning_env_names,
+    register_learning_env,
+)
+from pathgrad.envs import PointMass
+
+
+def test_protocols_recognise_contract_implementations():
+    assert isinstance(ScalarEnv([0.0]), DifferentiableVecEnv)
+    assert not isinstance(ScalarEnv([0.0]), ScheduledDifferentiableVecEnv)
+    assert isinstance(ScheduledScalarEnv([0.0]), ScheduledDifferentiableVecEnv)
+    assert isinstance(PointMass(2), DifferentiableVecEnv)
+
+
+def test_rollout_spec_defaults_and_validation():
+    spec = DifferentiableRolloutSpec(num_steps=4)
+    assert spec.objective_scale == 1.0 and dict(spec.metadata) == {}
+    with pytest.raises(ValueError, match="num_steps must be positive"):
+        DifferentiableRolloutSpec(num_steps=0)
+
+
+def test_registry_builds_by_case_insensitive_name():
+    assert "pointmass" in get_registered_learning_env_names()
+    env = build_learning_env("POINTMASS", num_envs=3, device="cpu", max_episode_steps=7)
+    assert isinstance(env, PointMass)
+    assert env.num_envs == 3 and env.max_episode_steps == 7
+    assert env.device == torch.device("cpu")
+
+
+def test_registry_rejects_unknown_names_and_duplicates():
+    with pytest.raises(
+        ValueError, match="Learning environment 'Nope' is not registered. Available: "
+    ):
+        build_learning_env("Nope", num_envs=1, device="cpu")
+
+    def factory(num_envs, device, **cfg):
+        return ScalarEnv([0.0] * num_envs)
+
+    def other_factory(num_envs, device, **cfg):
+        return ScalarEnv([1.0] * num_envs)
+
+    register_learning_env("TestScalarEnv", factory)
+    try:
+        register_learning_env("testscalarenv", factory)  # the same factory again is fine
+        with pytest.raises(ValueError, match="'TestScalarEnv' is already registered"):
+            register_learning_env("TestScalarEnv", other_factory)
+        register_learning_env("TestScalarEnv", override=True)(other_factory)
+        env = build_learning_env("TestScalarEnv", num_envs=2, device="cpu")
+        assert env.x0.flatten().tolist() == [1.0, 1.0]
+    finally:
+        from pathgrad import env as env_module
+
+        env_module._REGISTRY.pop("testscalarenv")

@@ -1,0 +1,136 @@
+"""PointMass: seeding, auto-reset, gradients against finite differences, exact state."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pathgrad.envs import PointMass
+
+
+def test_seeded_reset_is_reproducible_and_seeds_differ():
+    env = PointMass(4, seed=1)
+    first, _ = env.reset(seed=7)
+    second, _ = env.reset(seed=7)
+    other, _ = env.reset(seed=8)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, other)
+    assert first.shape == (4, 6) and first.dtype == torch.float32
+
+
+def test_float64_on_request_and_bad_dtype():
+    env = PointMass(2, dtype="float64")
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == torch.float64
+    assert env.single_observation_space.dtype == "float64"
+    with pytest.raises(ValueError, match="dtype must be 'float32' or 'float64'"):
+        PointMass(2, dtype="float16")
+
+
+def test_constructor_and_step_validation():
+    with pytest.raises(ValueError, match="num_envs must be positive"):
+        PointMass(0)
+    with pytest.raises(ValueError, match="dt must be positive"):
+        PointMass(1, dt=0.0)
+    with pytest.raises(ValueError, match="damping cannot be negative"):
+        PointMass(1, damping=-1.0)
+    with pytest.raises(ValueError, match=r"action must have shape \(2, 2\)"):
+        PointMass(2).step(torch.zeros(2, 3))
+
+
+def test_dynamics_match_the_documented_equations():
+    env = PointMass(1, dtype="float64", dt=0.1, mass=2.0, max_force=3.0, damping=0.5)
+    env.reset(seed=0)
+    position = torch.tensor([[0.2, -0.4]], dtype=torch.float64)
+    velocity = torch.tensor([[1.0, 0.5]], dtype=torch.float64)
+    goal = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
+    env.state = {"position": position, "velocity": velocity, "goal": goal}
+    action = torch.tensor([[0.5, -1.0]], dtype=torch.float64)
+    obs, reward, terminated, truncated, info = env.step(action)
+    velocity_next = velocity + 0.1 * (3.0 * action / 2.0 - 0.5 * velocity)
+    position_next = position + 0.1 * velocity_next
+    distance = torch.sqrt(((goal - position_next) ** 2).sum() + 1e-4)
+    expected_reward = -distance - 0.01 * (action**2).sum()
+    assert torch.allclose(obs, torch.cat([position_next, velocity_next, goal - position_next], -1))
+    assert torch.allclose(reward, expected_reward.reshape(1))
+    assert not terminated.any() and not truncated.any()
+    assert torch.allclose(info["metrics"]["final_distance"], (goal - position_next).norm(dim=-1))
+
+
+def test_auto_reset_returns_finishing_reward_and_next_episode_observation():
+    env = PointMass(3, dtype="float64", max_episode_steps=2, seed=0)
+    env.reset(seed=3)
+    env.step(torch.zeros(3, 2, dtype=torch.float64))
+    before = {key: value.clone() for key, value in env.state.items()}
+    action = torch.full((3, 2), 0.5, dtype=torch.float64, requires_grad=True)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert truncated.all() and not terminated.any()
+    stepped = env._dynamics(before, action)
+    assert torch.allclose(reward, env._reward(before, action, stepped))
+    assert torch.allclose(info["final_observation"], env._observe(stepped))
+    # The returned observation is the new episode's first: zero velocity, new start.
+    assert torch.equal(obs[:, 2:4], torch.zeros(3, 2, dtype=torch.float64))
+    assert not torch.allclose(obs[:, :2], stepped["position"])
+    assert torch.equal(env.elapsed_steps, torch.zeros(3, dtype=torch.long))
+    # final_observation stays graph-connected to the action; the reset rows do not.
+    (grad_final,) = torch.autograd.grad(info["final_observation"].sum(), action, retain_graph=True)
+    assert grad_final.abs().sum() > 0
+    (grad_reset,) = torch.autograd.grad(obs.sum(), action)
+    assert torch.equal(grad_reset, torch.zeros_like(action))
+
+
+def _chain(env: PointMass, steps: int):
+    goal = env.state["goal"].clone()
+
+    def run(position, velocity, actions):
+        env.state = {"position": position, "velocity": velocity, "goal": goal}
+        env.elapsed_steps = torch.zeros(env.num_envs, dtype=torch.long)
+        outputs = []
+        for step in range(steps):
+            obs, reward, _, _, _ = env.step(actions[step])
+            outputs += [obs, reward]
+        return tuple(outputs)
+
+    return run
+
+
+@pytest.mark.parametrize("steps", [1, 5])
+def test_gradcheck_reward_and_observation_in_action_and_initial_state(steps):
+    env = PointMass(3, dtype="float64", seed=0)
+    env.reset(seed=1)
+    generator = torch.Generator().manual_seed(0)
+    position = torch.rand(3, 2, dtype=torch.float64, generator=generator).requires_grad_()
+    velocity = torch.rand(3, 2, dtype=torch.float64, generator=generator).requires_grad_()
+    actions = torch.randn(steps, 3, 2, dtype=torch.float64, generator=generator).requires_grad_()
+    assert torch.autograd.gradcheck(_chain(env, steps), (position, velocity, actions))
+
+
+def test_detach_state_cuts_the_graph_and_keeps_the_episode():
+    env = PointMass(2, seed=0)
+    env.reset(seed=0)
+    action = torch.ones(2, 2, requires_grad=True)
+    obs, *_ = env.step(action)
+    assert obs.requires_grad
+    elapsed = env.elapsed_steps.clone()
+    detached = env.detach_state()
+    assert not detached.requires_grad
+    assert torch.equal(detached, obs.detach())
+    assert torch.equal(env.elapsed_steps, elapsed)
+
+
+def test_state_dict_round_trip_continues_identically():
+    env = PointMass(4, max_episode_steps=3, seed=0)
+    env.reset(seed=5)
+    env.step(torch.full((4, 2), 0.3))
+    state = env.state_dict()
+    expected = [env.step(torch.full((4, 2), 0.1 * i))[0] for i in range(5)]
+
+    restored = PointMass(4, max_episode_steps=3, seed=99)
+    restored.load_state_dict(state)
+    actual = [restored.step(torch.full((4, 2), 0.1 * i))[0] for i in range(5)]
+    for a, b in zip(actual, expected, strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(
+        ValueError, match=r"env state entry 'position' has shape \(4, 2\), expected \(2, 2\)"
+    ):
+        PointMass(2).load_state_dict(state)
