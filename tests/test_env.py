@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import ScalarEnv, ScheduledScalarEnv
 
+from helpers import ScalarEnv, ScheduledScalarEnv
 from pathgrad.env import (
     DifferentiableRolloutSpec,
     DifferentiableVecEnv,
