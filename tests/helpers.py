@@ -91,7 +91,7 @@ def make_rollout(
     entropies: Sequence[Sequence[float]] | None = None,
 ) -> DifferentiableRollout:
     """A rollout built by hand from ``[T][N]`` rewards and done flags."""
-    rewards_t = torch.tensor(rewards, dtype=torch.float64)
+    rewards_t = torch.tensor(rewards, dtype=torch.float64, requires_grad=True)
     dones_t = torch.tensor(dones)
     num_envs = rewards_t.shape[1]
     observation = torch.zeros(num_envs, 1, dtype=torch.float64)
@@ -141,3 +141,47 @@ def relative_error(actual: Sequence[torch.Tensor], expected: Sequence[torch.Tens
     actual_flat = torch.cat([tensor.reshape(-1) for tensor in actual])
     expected_flat = torch.cat([tensor.reshape(-1) for tensor in expected])
     return float((actual_flat - expected_flat).norm() / expected_flat.norm())
+
+
+def build_point_mass_trainer(checkpoint_dir, *, num_envs: int = 4, seed: int = 0, **overrides):
+    """A small, fully seeded PointMass trainer with every optional part switched on."""
+    from pathgrad.algo import APG, APGCfg
+    from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+    from pathgrad.envs import PointMass
+    from pathgrad.policies import GaussianMLPPolicy
+
+    torch.manual_seed(seed)
+    env = PointMass(num_envs, max_episode_steps=10, seed=seed)
+    eval_env = PointMass(2, max_episode_steps=10, seed=seed + 1)
+    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True)
+    algorithm_cfg = overrides.pop("algorithm_cfg", None) or APGCfg(
+        optimizer={"name": "adam", "learning_rate": 1e-2},
+        lr_scheduler={"name": "linear", "kwargs": {"total_iters": 40, "end_factor": 0.5}},
+    )
+    settings = {
+        "segment_length": 4,
+        "update_horizon": 8,
+        "normalize_observations": True,
+        "action_adjoint_max_norm": 5.0,
+        "checkpoint_dir": str(checkpoint_dir),
+        "experiment_name": "test",
+        "eval_frequency_steps": num_envs * 16,
+        "num_eval_episodes": 2,
+        "eval_seed": 7,
+    }
+    cfg = DifferentiableTrainerCfg(**{**settings, **overrides})
+    algorithm = APG(algorithm_cfg, policy)
+    return DifferentiableTrainer(cfg, env, policy, algorithm, eval_env=eval_env)
+
+
+def learning_state(trainer) -> dict[str, torch.Tensor]:
+    """Every tensor that defines where training stands, flattened by name."""
+    state = {f"policy.{k}": v for k, v in trainer.policy.state_dict().items()}
+    optimizer = trainer.algorithm.optimizer.state_dict()["state"]
+    for index, values in optimizer.items():
+        for name, value in values.items():
+            state[f"optimizer.{index}.{name}"] = torch.as_tensor(value)
+    if trainer.observation_normalizer is not None:
+        for name in ("mean", "var", "count"):
+            state[f"normalizer.{name}"] = getattr(trainer.observation_normalizer, name)
+    return state

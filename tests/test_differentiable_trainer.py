@@ -1,0 +1,267 @@
+"""DifferentiableTrainer: validation, budgets, statistics, evaluation, logging, resume."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import LinearPolicy, ScalarEnv, ScheduledScalarEnv, build_point_mass_trainer
+from pathgrad.algo import APG, APGCfg
+from pathgrad.checkpoint import read_index
+from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+
+TESTS = Path(__file__).parent
+
+
+def scalar_trainer(cfg=None, env=None, algorithm_cfg=None, **kwargs) -> DifferentiableTrainer:
+    env = env or ScalarEnv([1.0, -1.0], episode_steps=3)
+    policy = LinearPolicy(0.1)
+    algorithm = APG(
+        algorithm_cfg or APGCfg(optimizer={"name": "sgd", "learning_rate": 0.01}), policy
+    )
+    return DifferentiableTrainer(
+        cfg or DifferentiableTrainerCfg(), env, policy, algorithm, **kwargs
+    )
+
+
+CFG_ERRORS = [
+    ({"segment_length": 0}, "segment_length must be positive."),
+    ({"rollout_mode": "tbptt"}, "rollout_mode must be 'segmented' or 'complete'."),
+    ({"segment_length": 8, "update_horizon": 4}, "update_horizon must be at least segment_length."),
+    (
+        {"segment_length": 4, "update_horizon": 6},
+        "update_horizon must be divisible by segment_length.",
+    ),
+    ({"rollout_mode": "complete", "update_horizon": 0}, "update_horizon must be positive."),
+    ({"gradient_accumulation_steps": 0}, "gradient_accumulation_steps must be positive."),
+    ({"action_adjoint_max_norm": -1.0}, "action_adjoint_max_norm cannot be negative."),
+    ({"save_frequency_updates": -1}, "save_frequency_updates cannot be negative."),
+    ({"eval_frequency_steps": -1}, "eval_frequency_steps cannot be negative."),
+    ({"best_eval_mode": "best"}, "best_eval_mode must be 'min' or 'max'."),
+    ({"num_eval_episodes": 0}, "num_eval_episodes must be positive."),
+    ({"experiment_name": ""}, "experiment_name must not be empty."),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), CFG_ERRORS)
+def test_config_errors_on_construction_and_in_the_trainer(changes, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        DifferentiableTrainerCfg(**changes)
+    cfg = DifferentiableTrainerCfg()
+    for key, value in changes.items():  # fields mutated after construction
+        setattr(cfg, key, value)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        scalar_trainer(cfg)
+
+
+def test_trainer_requires_the_same_policy_and_device():
+    env = ScalarEnv([1.0])
+    policy = LinearPolicy()
+    algorithm = APG(APGCfg(), LinearPolicy())
+    with pytest.raises(
+        ValueError, match="Trainer and APG must reference the same policy instance."
+    ):
+        DifferentiableTrainer(DifferentiableTrainerCfg(), env, policy, algorithm)
+    algorithm = APG(APGCfg(device="meta"), policy)
+    with pytest.raises(ValueError, match="Environment and APG must use the same device."):
+        DifferentiableTrainer(DifferentiableTrainerCfg(), env, policy, algorithm)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "Provide total_timesteps or total_updates."),
+        ({"total_timesteps": 1, "total_updates": 1}, "Provide only one training budget."),
+        ({"total_timesteps": -1}, "total_timesteps cannot be negative."),
+        ({"total_updates": -1}, "total_updates cannot be negative."),
+    ],
+)
+def test_budget_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        scalar_trainer().train(**kwargs)
+
+
+def test_timestep_budget_shortens_the_last_segmented_update():
+    trainer = scalar_trainer(DifferentiableTrainerCfg(segment_length=4, update_horizon=8))
+    summary = trainer.train(total_timesteps=20)  # 2 envs: 8 + 2 vector steps
+    assert summary["global_step"] == 20 and summary["num_updates"] == 2
+    assert trainer.train(total_timesteps=20)["num_updates"] == 2  # budgets are absolute
+
+
+def test_update_budget_binds_an_implicit_lr_horizon():
+    algorithm_cfg = APGCfg(
+        optimizer={"name": "sgd", "learning_rate": 0.01}, lr_scheduler={"name": "linear"}
+    )
+    trainer = scalar_trainer(algorithm_cfg=algorithm_cfg)
+    summary = trainer.train(total_updates=4)
+    rates = [entry["train/learning_rate"] for entry in summary["train_history"]]
+    assert rates == pytest.approx([0.0075, 0.005, 0.0025, 0.0])
+
+
+def test_episode_statistics_match_a_hand_computation():
+    # a = w x, x' = (1 + w) x, r = -x'^2; episodes of 3 steps (one update) restart at x0.
+    trainer = scalar_trainer(DifferentiableTrainerCfg(segment_length=3))
+    weights = [trainer.policy.w.item()]
+    trainer.train(total_updates=1)
+    weights.append(trainer.policy.w.item())
+    trainer.train(total_updates=2)
+    expected = [
+        -sum((x * (1 + w) ** k) ** 2 for k in (1, 2, 3)) for w in weights for x in (1.0, -1.0)
+    ]
+    assert list(trainer.ret_window) == pytest.approx(expected, rel=1e-6)
+    assert list(trainer.len_window) == [3.0] * 4
+    entry = trainer.train_history[-1]
+    assert entry["charts/episode_length_avg_100"] == 3.0
+    assert {"global_step", "num_updates", "charts/SPS", "train/loss"} <= set(entry)
+
+
+def test_complete_mode_with_a_scheduled_env_logs_rollout_metadata():
+    cfg = DifferentiableTrainerCfg(rollout_mode="complete", gradient_accumulation_steps=2)
+    trainer = scalar_trainer(cfg, env=ScheduledScalarEnv([1.0, 2.0], episode_steps=100))
+    summary = trainer.train(total_updates=2)  # horizons 2, 3 then 4, 5
+    assert summary["global_step"] == (2 + 3 + 4 + 5) * 2
+    means = [entry["train/rollout_horizon_mean"] for entry in summary["train_history"]]
+    assert means == [2.5, 4.5]
+
+
+def test_variable_horizons_need_an_update_budget_or_an_explicit_lr_horizon():
+    cfg = DifferentiableTrainerCfg(rollout_mode="complete")
+    linear = APGCfg(lr_scheduler={"name": "linear"})
+    trainer = scalar_trainer(cfg, env=ScheduledScalarEnv([1.0]), algorithm_cfg=linear)
+    with pytest.raises(
+        ValueError, match="Variable-horizon APG requires total_updates or an explicit"
+    ):
+        trainer.train(total_timesteps=10)
+    trainer.train(total_updates=1)
+    explicit = APGCfg(lr_scheduler={"name": "linear", "kwargs": {"total_iters": 2}})
+    trainer = scalar_trainer(cfg, env=ScheduledScalarEnv([1.0]), algorithm_cfg=explicit)
+    with pytest.raises(RuntimeError, match="ends after 2 updates, 2 are taken and 1 more"):
+        trainer.train(total_timesteps=100)  # rollouts of 2 and 3 steps, then the check fails
+    assert trainer.num_updates == 2 and trainer.global_step == 5
+    with pytest.raises(ValueError, match="ends after 2 updates, 2 are taken"):
+        trainer.train(total_timesteps=100)  # checked up front when the run starts
+
+
+class FakeWriter:
+    def __init__(self) -> None:
+        self.scalars: list[tuple[str, float, int]] = []
+
+    def add_scalar(self, key, value, step):
+        self.scalars.append((key, value, step))
+
+
+def test_evaluation_best_and_periodic_checkpoints_and_writer(tmp_path):
+    trainer = build_point_mass_trainer(tmp_path, save_frequency_updates=1)
+    trainer.writer = FakeWriter()
+    summary = trainer.train(total_updates=4)  # 32 env steps per update, eval every 64
+    assert [entry["global_step"] for entry in summary["eval_history"]] == [64.0, 128.0]
+    index = read_index(tmp_path)
+    kinds = {entry["file"]: entry["kind"] for entry in index}
+    assert kinds["test_step_32.pt"] == "periodic" and kinds["test_step_96.pt"] == "periodic"
+    assert kinds["test_best_step_64.pt"] == "best"
+    assert "test_step_64.pt" not in kinds  # a best save replaces the periodic one
+    assert (
+        summary["best_checkpoint_path"] == str(tmp_path / "test_best_step_64.pt")
+        or kinds.get("test_best_step_128.pt") == "best"
+    )
+    keys = {key for key, _, _ in trainer.writer.scalars}
+    assert {"train/loss", "train/grad_norm", "charts/SPS", "eval/avg_reward"} <= keys
+    assert "train/action_adjoint_preclip_max_norm" in keys
+    assert index[-1]["eval"]["global_step"] == 128.0
+
+
+def test_best_checkpoint_follows_best_eval_mode(tmp_path):
+    trainer = build_point_mass_trainer(
+        tmp_path, best_eval_metric="eval/avg_length", best_eval_mode="min"
+    )
+    trainer.train(total_updates=4)  # lengths are always 10: only the first eval is a best
+    assert trainer.best_checkpoint_path == str(tmp_path / "test_best_step_64.pt")
+    assert trainer.best_eval_value == 10.0
+
+
+def test_wandb_missing_is_a_clear_error_and_present_wandb_gets_the_metrics(monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(RuntimeError, match=r"use_wandb=True needs the 'wandb' package"):
+        scalar_trainer(DifferentiableTrainerCfg(use_wandb=True))
+
+    class FakeWandb:
+        logged: list = []
+
+        @classmethod
+        def log(cls, values, step):
+            cls.logged.append((values, step))
+
+    monkeypatch.setitem(sys.modules, "wandb", FakeWandb)
+    scalar_trainer(DifferentiableTrainerCfg(use_wandb=True)).train(total_updates=1)
+    values, step = FakeWandb.logged[0]
+    assert step == 32 and "train/loss" in values and "charts/SPS" in values
+
+
+def test_failed_update_is_cancelled_and_training_can_continue():
+    calls = {"count": 0}
+
+    def failing_callback(transition):
+        calls["count"] += 1
+        if calls["count"] == 2:
+            raise KeyboardInterrupt
+
+    trainer = scalar_trainer()
+    trainer._on_step = failing_callback
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(total_updates=1)
+    assert not trainer.algorithm._update_active and trainer.num_updates == 0
+    trainer.collector.detach_state()
+    trainer.train(total_updates=1)
+    assert trainer.num_updates == 1
+
+
+@pytest.mark.parametrize("mode", ["segmented", "complete"])
+def test_resume_in_a_fresh_process_equals_uninterrupted_training(tmp_path, mode):
+    def run(phase, directory, updates):
+        subprocess.run(
+            [
+                sys.executable,
+                str(TESTS / "resume_run.py"),
+                mode,
+                phase,
+                str(directory),
+                str(updates),
+            ],
+            check=True,
+            cwd=TESTS,
+        )
+
+    run("full", tmp_path / "a", 12)
+    run("first", tmp_path / "b", 6)
+    run("second", tmp_path / "b", 12)
+    full = torch.load(tmp_path / "a" / "full.pt", weights_only=True)
+    resumed = torch.load(tmp_path / "b" / "second.pt", weights_only=True)
+    assert full["global_step"] == resumed["global_step"]
+    assert full["state"].keys() == resumed["state"].keys()
+    for name, value in full["state"].items():
+        assert torch.equal(value, resumed["state"][name]), name
+    assert full["ret_window"] == resumed["ret_window"]
+    assert full["eval"] == resumed["eval"]
+    assert full["learning_rate"] == resumed["learning_rate"]
+
+
+@pytest.mark.slow
+def test_point_mass_trains_to_a_small_final_distance(tmp_path):
+    trainer = build_point_mass_trainer(
+        tmp_path,
+        num_envs=64,
+        segment_length=32,
+        update_horizon=32,
+        eval_frequency_steps=64 * 32 * 100,
+        num_eval_episodes=64,
+        algorithm_cfg=APGCfg(optimizer={"learning_rate": 3e-3, "kwargs": {"betas": (0.7, 0.95)}}),
+    )
+    trainer.env.max_episode_steps = trainer.eval_env.max_episode_steps = 100
+    summary = trainer.train(total_updates=200)
+    metrics = summary["last_eval_metrics"]
+    assert metrics["eval/final_distance"] < 0.05
+    assert metrics["eval/success_rate"] > 0.95
