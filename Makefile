@@ -19,6 +19,7 @@ train: $(STAMP)
 	$(PY) examples/train_point_mass.py
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

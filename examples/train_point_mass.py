@@ -67,6 +67,9 @@ def main() -> None:
 
     start = time.time()
     summary = trainer.train(total_updates=args.updates)
+    final_checkpoint = trainer.save_checkpoint(
+        run_dir / "checkpoints" / f"point_mass_final_step_{trainer.global_step}.pt", kind="final"
+    )
     writer.close()
     final = summary["last_eval_metrics"]
     print(
@@ -81,7 +84,7 @@ def main() -> None:
     )
     print(f"run directory: {run_dir}")
     print(f"TensorBoard:   tensorboard --logdir {run_dir / 'tb'}")
-    print(f"checkpoint:    {summary['latest_checkpoint_path']}")
+    print(f"checkpoint:    {final_checkpoint}")
     print(f"best:          {summary['best_checkpoint_path']}")
 
 

@@ -172,7 +172,7 @@ def _save(
         "best_eval_value": trainer.best_eval_value,
         "best_checkpoint_path": trainer.best_checkpoint_path,
         "last_eval_metrics": dict(trainer.last_eval_metrics),
-        "episode_statistics": trainer._episode_statistics_state(),
+        "episode_statistics": trainer.episodes.state_dict(),
         "rng": _rng_state(trainer.algorithm.device),
         "env": _optional_state(trainer.env),
         "eval_env": _optional_state(trainer.eval_env) if trainer.eval_env is not None else None,
@@ -276,7 +276,7 @@ def _load(
     trainer.last_eval_metrics = dict(checkpoint.get("last_eval_metrics", {}))
     trainer.latest_checkpoint_path = str(path)
     if "episode_statistics" in checkpoint:
-        trainer._load_episode_statistics_state(checkpoint["episode_statistics"])
+        trainer.episodes.load_state_dict(checkpoint["episode_statistics"])
     torch.set_rng_state(checkpoint["rng"]["torch"])
     if "cuda" in checkpoint["rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(checkpoint["rng"]["cuda"])

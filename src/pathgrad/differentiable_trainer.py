@@ -22,6 +22,7 @@ from pathgrad.env import (
     DifferentiableVecEnv,
     ScheduledDifferentiableVecEnv,
 )
+from pathgrad.episodes import EpisodeTracker
 from pathgrad.evaluation import evaluate_episodes
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
@@ -178,13 +179,19 @@ class DifferentiableTrainer:
         self.best_eval_value: float | None = None
         self.start_time = time.time()
         self._start_step = 0
-        self.ret_window: deque[float] = deque(maxlen=_STATS_WINDOW)
-        self.len_window: deque[float] = deque(maxlen=_STATS_WINDOW)
-        self._episode_return = torch.zeros(env.num_envs, device=algorithm.device)
-        self._episode_length = torch.zeros(env.num_envs, dtype=torch.long, device=algorithm.device)
-        self._pending_episodes: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self.episodes = EpisodeTracker(env.num_envs, algorithm.device, window=_STATS_WINDOW)
         self._next_eval_step = cfg.eval_frequency_steps if cfg.eval_frequency_steps > 0 else None
         self._rollout_index = 0
+
+    @property
+    def ret_window(self) -> deque[float]:
+        """Returns of the last 100 finished training episodes."""
+        return self.episodes.returns
+
+    @property
+    def len_window(self) -> deque[float]:
+        """Lengths of the last 100 finished training episodes."""
+        return self.episodes.lengths
 
     def train(
         self, total_timesteps: int | None = None, *, total_updates: int | None = None
@@ -331,7 +338,7 @@ class DifferentiableTrainer:
 
     def _record_update(self, metrics: dict[str, float]) -> None:
         """Fold finished episodes into the windows, then log the update."""
-        self._flush_episode_statistics()
+        self.episodes.flush()
         elapsed = max(time.time() - self.start_time, 1e-6)
         entry = {
             "global_step": float(self.global_step),
@@ -431,40 +438,8 @@ class DifferentiableTrainer:
         }
 
     def _on_step(self, transition: DifferentiableTransition) -> None:
-        """Track episode returns on the device; no host synchronisation per step."""
-        done = transition.done.detach()
-        returns = self._episode_return + transition.reward.detach().to(self._episode_return.dtype)
-        lengths = self._episode_length + 1
-        self._pending_episodes.append((done, returns, lengths))
-        self._episode_return = torch.where(done, torch.zeros_like(returns), returns)
-        self._episode_length = torch.where(done, torch.zeros_like(lengths), lengths)
-
-    def _flush_episode_statistics(self) -> None:
-        """Move the episodes finished since the last flush into the windows."""
-        if not self._pending_episodes:
-            return
-        pending = zip(*self._pending_episodes, strict=True)
-        done, returns, lengths = (torch.stack(parts) for parts in pending)
-        self._pending_episodes.clear()
-        self.ret_window.extend(returns[done].tolist())
-        self.len_window.extend(float(length) for length in lengths[done].tolist())
-
-    def _episode_statistics_state(self) -> dict[str, Any]:
-        self._flush_episode_statistics()
-        return {
-            "ret_window": list(self.ret_window),
-            "len_window": list(self.len_window),
-            "episode_return": self._episode_return.clone(),
-            "episode_length": self._episode_length.clone(),
-        }
-
-    def _load_episode_statistics_state(self, state: dict[str, Any]) -> None:
-        self._pending_episodes.clear()
-        self.ret_window = deque(state["ret_window"], maxlen=_STATS_WINDOW)
-        self.len_window = deque(state["len_window"], maxlen=_STATS_WINDOW)
-        if tuple(state["episode_return"].shape) == tuple(self._episode_return.shape):
-            self._episode_return = state["episode_return"].to(self._episode_return.device)
-            self._episode_length = state["episode_length"].to(self._episode_length.device)
+        """Record the step for episode statistics (no host synchronisation)."""
+        self.episodes.record(transition.reward, transition.done)
 
     def _evaluate(self) -> dict[str, float]:
         if self.eval_env is None:

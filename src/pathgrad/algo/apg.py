@@ -6,6 +6,7 @@ import torch
 
 from pathgrad.algo.base import BaseAlgorithm, RolloutKind
 from pathgrad.collector import DifferentiableRollout
+from pathgrad.episodes import restarting_discounts
 from pathgrad.gradients import BatchedGradientNormStats
 from pathgrad.utils import AlgorithmCfg, configclass
 
@@ -20,12 +21,9 @@ def segmented_discounted_return(rollout: DifferentiableRollout, gamma: float) ->
     """
     if rollout.num_steps == 0:
         raise ValueError("Cannot compute returns for an empty rollout.")
-    discount = torch.ones_like(rollout.transitions[0].reward)
-    returns = torch.zeros_like(discount)
-    for transition in rollout.transitions:
-        returns = returns + discount * transition.reward
-        discount = torch.where(transition.done, torch.ones_like(discount), discount * gamma)
-    return returns
+    rewards = rollout.rewards
+    discounts, _ = restarting_discounts(rollout.dones, gamma)
+    return (rewards * discounts.to(rewards.dtype)).sum(dim=0)
 
 
 def complete_discounted_return(rollout: DifferentiableRollout, gamma: float) -> torch.Tensor:
@@ -174,14 +172,12 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         if not bool(torch.isfinite(scale).all()):
             raise ValueError("objective_scale must contain only finite values.")
         entropy_returns = torch.zeros_like(returns)
-        if "entropy" in rollout.transitions[0].policy_output:
+        entropies = self._entropies(rollout)
+        if entropies is not None:
             alive = rollout.alive_mask.to(returns.dtype)
             steps = torch.arange(rollout.num_steps, device=returns.device, dtype=returns.dtype)
             gamma = torch.as_tensor(self.cfg.gamma, dtype=returns.dtype, device=returns.device)
             discounts = gamma**steps
-            entropies = torch.stack(
-                [transition.policy_output["entropy"] for transition in rollout.transitions]
-            )
             entropy_returns = (entropies * alive * discounts.unsqueeze(-1)).sum(dim=0)
         objective = (returns * scale).mean()
         entropy = (entropy_returns * scale).mean()
@@ -263,19 +259,27 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         self, rollout: DifferentiableRollout, initial_discount: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Segment return, entropy return and the discount to carry on."""
-        first_reward = rollout.transitions[0].reward
-        discount = torch.ones_like(first_reward) if initial_discount is None else initial_discount
-        returns = torch.zeros_like(discount)
-        entropy_returns = torch.zeros_like(discount)
-        has_entropy = "entropy" in rollout.transitions[0].policy_output
-        for transition in rollout.transitions:
-            returns = returns + discount * transition.reward
-            if has_entropy:
-                entropy_returns = entropy_returns + discount * transition.policy_output["entropy"]
-            discount = torch.where(
-                transition.done, torch.ones_like(discount), discount * self.cfg.gamma
-            )
-        return returns, entropy_returns, discount
+        rewards = rollout.rewards
+        if initial_discount is None:
+            initial_discount = torch.ones_like(rewards[0]).detach()
+        discounts, next_discount = restarting_discounts(
+            rollout.dones, self.cfg.gamma, initial_discount
+        )
+        returns = (rewards * discounts).sum(dim=0)
+        entropies = self._entropies(rollout)
+        entropy_returns = (
+            torch.zeros_like(returns) if entropies is None else (entropies * discounts).sum(dim=0)
+        )
+        return returns, entropy_returns, next_discount
+
+    def _entropies(self, rollout: DifferentiableRollout) -> torch.Tensor | None:
+        """Policy entropies ``[T, N]``, without a graph when the bonus is off."""
+        if "entropy" not in rollout.transitions[0].policy_output:
+            return None
+        entropies = torch.stack(
+            [transition.policy_output["entropy"] for transition in rollout.transitions]
+        )
+        return entropies if self.cfg.ent_coef != 0.0 else entropies.detach()
 
     def _accumulated_metrics(
         self, grad_norm: float, *, skipped: bool, excessive: bool

@@ -1,0 +1,61 @@
+"""The example and benchmark scripts keep working (short runs)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_script(*args: str, cwd: Path) -> str:
+    result = subprocess.run(
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_point_mass_example_trains_and_writes_a_run(tmp_path):
+    run_dir = tmp_path / "run"
+    output = run_script(
+        str(ROOT / "examples" / "train_point_mass.py"),
+        "--updates",
+        "5",
+        "--run-dir",
+        str(run_dir),
+        cwd=tmp_path,
+    )
+    assert "PointMass: 5 updates" in output
+    assert (run_dir / "tb").is_dir() and (run_dir / "checkpoints" / "index.json").is_file()
+
+
+def test_example_refuses_to_overwrite_a_run(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "train_point_mass.py"),
+            "--run-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0 and "exists" in result.stderr
+
+
+def test_overhead_benchmark_quick_mode_prints_the_ratio(tmp_path):
+    output = run_script(str(ROOT / "benchmarks" / "overhead.py"), "--quick", cwd=tmp_path)
+    assert "ratio pathgrad / hand-written:" in output
+
+
+def test_readme_python_example_runs(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "readme_example.py"
+    script.write_text(code)
+    output = run_script(str(script), cwd=tmp_path)
+    assert float(output.strip().splitlines()[-1]) < 0  # a finite average episode return
+    assert (tmp_path / "runs" / "demo" / "checkpoints" / "index.json").is_file()
