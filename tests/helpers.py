@@ -143,7 +143,9 @@ def relative_error(actual: Sequence[torch.Tensor], expected: Sequence[torch.Tens
     return float((actual_flat - expected_flat).norm() / expected_flat.norm())
 
 
-def build_point_mass_trainer(checkpoint_dir, *, num_envs: int = 4, seed: int = 0, **overrides):
+def build_point_mass_trainer(
+    checkpoint_dir, *, num_envs: int = 4, seed: int = 0, dtype: str = "float32", **overrides
+):
     """A small, fully seeded PointMass trainer with every optional part switched on."""
     from pathgrad.algo import APG, APGCfg
     from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
@@ -151,9 +153,9 @@ def build_point_mass_trainer(checkpoint_dir, *, num_envs: int = 4, seed: int = 0
     from pathgrad.policies import GaussianMLPPolicy
 
     torch.manual_seed(seed)
-    env = PointMass(num_envs, max_episode_steps=10, seed=seed)
-    eval_env = PointMass(2, max_episode_steps=10, seed=seed + 1)
-    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True)
+    env = PointMass(num_envs, max_episode_steps=10, seed=seed, dtype=dtype)
+    eval_env = PointMass(2, max_episode_steps=10, seed=seed + 1, dtype=dtype)
+    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
     algorithm_cfg = overrides.pop("algorithm_cfg", None) or APGCfg(
         optimizer={"name": "adam", "learning_rate": 1e-2},
         lr_scheduler={"name": "linear", "kwargs": {"total_iters": 40, "end_factor": 0.5}},

@@ -265,3 +265,12 @@ def test_point_mass_trains_to_a_small_final_distance(tmp_path):
     metrics = summary["last_eval_metrics"]
     assert metrics["eval/final_distance"] < 0.05
     assert metrics["eval/success_rate"] > 0.95
+
+
+def test_float64_end_to_end_with_every_option(tmp_path):
+    trainer = build_point_mass_trainer(tmp_path, dtype="float64", clip_actions_to_space=True)
+    summary = trainer.train(total_updates=3)
+    assert summary["last_train_metrics"]["train/skipped_update"] == 0.0
+    assert trainer.collector.observation.dtype == torch.float64
+    assert summary["last_eval_metrics"]["eval/avg_length"] == 10.0
+    assert trainer.policy.log_std.dtype == torch.float64

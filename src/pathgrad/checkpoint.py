@@ -227,7 +227,7 @@ def _check_optimizer(saved: Mapping[str, Any], optimizer: torch.optim.Optimizer)
 def _check_component(
     entry: str, saved: Mapping[str, Any] | None, component: Any, setting: str
 ) -> None:
-    """Saved normalizer state and the trainer's normalizer must both exist or neither."""
+    """A saved component state and the trainer's component must both exist or neither."""
     if saved is not None and component is None:
         raise ValueError(f"Checkpoint has '{entry}' state but the trainer has no {setting}.")
     if saved is None and component is not None:
