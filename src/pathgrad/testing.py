@@ -54,9 +54,11 @@ def check_env_gradients(
         key: value.detach().clone()
         for key, value in (initial_state if initial_state is not None else env.state).items()
     }
-    keys = list(state_keys) if state_keys is not None else [
-        key for key, value in start.items() if value.is_floating_point()
-    ]
+    keys = (
+        list(state_keys)
+        if state_keys is not None
+        else [key for key, value in start.items() if value.is_floating_point()]
+    )
     generator_state = env.generator.get_state()
     actions = action_scale * torch.randn(
         num_steps,
