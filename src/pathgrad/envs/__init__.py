@@ -1,8 +1,17 @@
 """Built-in differentiable environments; importing this package registers them."""
 
 from pathgrad.envs.base import BatchedDifferentiableEnv
+from pathgrad.envs.cartpole_swingup import CartPoleSwingUp
 from pathgrad.envs.mountain_car import MountainCarContinuous
 from pathgrad.envs.pendulum import Pendulum
 from pathgrad.envs.point_mass import PointMass
+from pathgrad.envs.reacher import Reacher
 
-__all__ = ["BatchedDifferentiableEnv", "MountainCarContinuous", "Pendulum", "PointMass"]
+__all__ = [
+    "BatchedDifferentiableEnv",
+    "CartPoleSwingUp",
+    "MountainCarContinuous",
+    "Pendulum",
+    "PointMass",
+    "Reacher",
+]

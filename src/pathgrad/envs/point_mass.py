@@ -1,6 +1,8 @@
-"""PointMass: a damped 2-D point mass that must reach a random goal."""
+"""PointMass: a damped 2-D point mass that must reach a random goal around obstacles."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -10,8 +12,11 @@ from pathgrad.envs.base import BatchedDifferentiableEnv, State
 __all__ = ["PointMass"]
 
 
+DEFAULT_OBSTACLES = ((0.0, 0.0, 0.25),)
+
+
 class PointMass(BatchedDifferentiableEnv):
-    """Damped point mass on a plane, pushed by a 2-D force towards a goal.
+    """Damped point mass on a plane, pushed by a 2-D force towards a goal, around obstacles.
 
     Units are SI. Constants (keyword arguments):
 
@@ -21,17 +26,26 @@ class PointMass(BatchedDifferentiableEnv):
       start velocity is zero. Episodes last ``max_episode_steps`` = 100 steps
       (5 s) and never terminate early.
     - ``control_cost`` = 0.01 per squared unit of action.
+    - ``obstacles``: discs ``(x, y, radius)`` in m, by default one of radius
+      0.25 m at the origin. The mass passes through them but pays
+      ``obstacle_cost`` = 20 per m^2 of squared penetration depth per step.
+      Starts and goals drawn inside an obstacle (plus a 0.05 m margin) are
+      pushed radially out to its margin.
 
     Dynamics (semi-implicit Euler), with force ``F = max_force * a`` and no
     clipping of ``a`` (a squashed policy or ``clip_actions_to_space`` bounds it):
     ``v' = v + dt (F / mass - damping v)``, ``p' = p + dt v'``.
 
-    Reward: ``-sqrt(|p' - g|^2 + 0.01^2) - control_cost |a|^2``: the distance,
-    smoothed at the goal so that its gradient stays finite.
+    Reward: ``-sqrt(|p' - g|^2 + 0.01^2) - control_cost |a|^2
+    - obstacle_cost sum_k max(0, r_k - |p' - c_k|)^2``: the distance, smoothed
+    at the goal so that its gradient stays finite, and a penetration penalty
+    whose gradient is continuous at the obstacle boundary.
 
-    Observation (6): position, velocity, goal minus position.
-    Metrics: ``final_distance`` (m) and ``success`` (distance below
-    ``success_radius`` = 0.1 m), of the state each step ends in.
+    Observation (6): position, velocity, goal minus position (the obstacles
+    are fixed, so the position locates them).
+    Metrics: ``final_distance`` (m), ``success`` (distance below
+    ``success_radius`` = 0.1 m) and ``penetration`` (deepest penetration, m),
+    of the state each step ends in.
     """
 
     observation_dim = 6
@@ -49,12 +63,25 @@ class PointMass(BatchedDifferentiableEnv):
         damping: float = 0.5,
         control_cost: float = 0.01,
         success_radius: float = 0.1,
+        obstacles: Sequence[Sequence[float]] = DEFAULT_OBSTACLES,
+        obstacle_cost: float = 20.0,
         **kwargs,
     ) -> None:
         for name, value in (("dt", dt), ("mass", mass), ("max_force", max_force)):
             if not value > 0.0:
                 raise ValueError(f"{name} must be positive, got {value}.")
-        for name, value in (("damping", damping), ("control_cost", control_cost)):
+        obstacle_table = torch.tensor([list(map(float, o)) for o in obstacles], dtype=torch.float64)
+        if obstacle_table.numel() and (
+            obstacle_table.ndim != 2
+            or obstacle_table.shape[1] != 3
+            or (obstacle_table[:, 2] <= 0).any()
+        ):
+            raise ValueError("obstacles must be a list of (x, y, radius) with positive radii.")
+        for name, value in (
+            ("damping", damping),
+            ("control_cost", control_cost),
+            ("obstacle_cost", obstacle_cost),
+        ):
             if not value >= 0.0:
                 raise ValueError(f"{name} cannot be negative, got {value}.")
         self.dt = float(dt)
@@ -63,14 +90,39 @@ class PointMass(BatchedDifferentiableEnv):
         self.damping = float(damping)
         self.control_cost = float(control_cost)
         self.success_radius = float(success_radius)
+        self.obstacle_cost = float(obstacle_cost)
+        self._obstacle_table = obstacle_table.reshape(-1, 3)
         super().__init__(num_envs, device, **kwargs)
+
+    @property
+    def obstacles(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Obstacle centres ``[K, 2]`` and radii ``[K]`` in the env's dtype and device."""
+        table = self._obstacle_table.to(device=self.device, dtype=self.dtype)
+        return table[:, :2], table[:, 2]
+
+    def _outside_obstacles(self, points: torch.Tensor, margin: float = 0.05) -> torch.Tensor:
+        """Push points that lie within an obstacle (plus margin) radially out of it."""
+        centres, radii = self.obstacles
+        for centre, radius in zip(centres, radii, strict=True):
+            offset = points - centre
+            distance = offset.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+            boundary = centre + offset / distance * (radius + margin)
+            points = torch.where(distance < radius + margin, boundary, points)
+        return points
 
     def _sample_initial_state(self, num: int) -> State:
         return {
-            "position": self._uniform(-1.0, 1.0, num, 2),
+            "position": self._outside_obstacles(self._uniform(-1.0, 1.0, num, 2)),
             "velocity": torch.zeros(num, 2, device=self.device, dtype=self.dtype),
-            "goal": self._uniform(-1.0, 1.0, num, 2),
+            "goal": self._outside_obstacles(self._uniform(-1.0, 1.0, num, 2)),
         }
+
+    def _penetration(self, position: torch.Tensor) -> torch.Tensor:
+        """Penetration depth into each obstacle ``[N, K]`` (zero outside)."""
+        centres, radii = self.obstacles
+        offsets = position.unsqueeze(1) - centres
+        distances = torch.sqrt((offsets * offsets).sum(-1) + 1e-12)
+        return torch.relu(radii - distances)
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
         acceleration = self.max_force * action / self.mass - self.damping * state["velocity"]
@@ -86,7 +138,8 @@ class PointMass(BatchedDifferentiableEnv):
         return torch.sqrt((offset * offset).sum(-1) + 1e-4)
 
     def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
-        return -self._distance(next_state) - self.control_cost * (action * action).sum(-1)
+        penalty = self.obstacle_cost * self._penetration(next_state["position"]).square().sum(-1)
+        return -self._distance(next_state) - self.control_cost * (action * action).sum(-1) - penalty
 
     def _observe(self, state: State) -> torch.Tensor:
         position = state["position"]
@@ -95,9 +148,11 @@ class PointMass(BatchedDifferentiableEnv):
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         offset = state["goal"] - state["position"]
         distance = offset.norm(dim=-1).detach()
+        penetration = self._penetration(state["position"].detach())
         return {
             "final_distance": distance,
             "success": (distance < self.success_radius).to(self.dtype),
+            "penetration": penetration.amax(-1) if penetration.shape[-1] else distance * 0,
         }
 
 
