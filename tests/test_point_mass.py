@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from pathgrad.envs import PointMass
+from pathgrad.testing import check_env_gradients
 
 
 def test_seeded_reset_is_reproducible_and_seeds_differ():
@@ -79,30 +80,10 @@ def test_auto_reset_returns_finishing_reward_and_next_episode_observation():
     assert torch.equal(grad_reset, torch.zeros_like(action))
 
 
-def _chain(env: PointMass, steps: int):
-    goal = env.state["goal"].clone()
-
-    def run(position, velocity, actions):
-        env.state = {"position": position, "velocity": velocity, "goal": goal}
-        env.elapsed_steps = torch.zeros(env.num_envs, dtype=torch.long)
-        outputs = []
-        for step in range(steps):
-            obs, reward, _, _, _ = env.step(actions[step])
-            outputs += [obs, reward]
-        return tuple(outputs)
-
-    return run
-
-
-@pytest.mark.parametrize("steps", [1, 5])
-def test_gradcheck_reward_and_observation_in_action_and_initial_state(steps):
-    env = PointMass(3, dtype="float64", seed=0)
-    env.reset(seed=1)
-    generator = torch.Generator().manual_seed(0)
-    position = torch.rand(3, 2, dtype=torch.float64, generator=generator).requires_grad_()
-    velocity = torch.rand(3, 2, dtype=torch.float64, generator=generator).requires_grad_()
-    actions = torch.randn(steps, 3, 2, dtype=torch.float64, generator=generator).requires_grad_()
-    assert torch.autograd.gradcheck(_chain(env, steps), (position, velocity, actions))
+@pytest.mark.parametrize(("steps", "episode"), [(1, 100), (5, 100), (5, 3)])
+def test_gradcheck_reward_and_observation_in_action_and_initial_state(steps, episode):
+    env = PointMass(3, dtype="float64", max_episode_steps=episode, seed=0)
+    assert check_env_gradients(env, steps, seed=1)
 
 
 def test_detach_state_cuts_the_graph_and_keeps_the_episode():
@@ -134,3 +115,47 @@ def test_state_dict_round_trip_continues_identically():
         ValueError, match=r"env state entry 'position' has shape \(4, 2\), expected \(2, 2\)"
     ):
         PointMass(2).load_state_dict(state)
+
+
+def test_obstacle_penalty_matches_a_hand_computation_and_reports_penetration():
+    env = PointMass(2, dtype="float64", obstacles=[(0.0, 0.0, 0.25)], obstacle_cost=20.0, seed=0)
+    env.reset(seed=0)
+    env.state = {
+        "position": torch.tensor([[0.1, 0.0], [0.9, 0.9]], dtype=torch.float64),
+        "velocity": torch.zeros(2, 2, dtype=torch.float64),
+        "goal": torch.tensor([[0.5, 0.0], [0.9, 0.9]], dtype=torch.float64),
+    }
+    zero = torch.zeros(2, 2, dtype=torch.float64)
+    _, reward, _, _, info = env.step(zero)
+    free = PointMass(2, dtype="float64", obstacles=[], seed=0)
+    free.reset(seed=0)
+    free.state = {
+        "position": torch.tensor([[0.1, 0.0], [0.9, 0.9]], dtype=torch.float64),
+        "velocity": torch.zeros(2, 2, dtype=torch.float64),
+        "goal": torch.tensor([[0.5, 0.0], [0.9, 0.9]], dtype=torch.float64),
+    }
+    _, free_reward, _, _, free_info = free.step(zero)
+    assert reward[0].item() == pytest.approx(free_reward[0].item() - 20.0 * 0.15**2)
+    assert reward[1].item() == free_reward[1].item()
+    assert info["metrics"]["penetration"].tolist() == pytest.approx([0.15, 0.0])
+    assert free_info["metrics"]["penetration"].tolist() == [0.0, 0.0]
+
+
+def test_gradients_stay_finite_difference_exact_across_the_obstacle_boundary():
+    start = {
+        "position": torch.tensor([[0.3, 0.0], [0.0, -0.26], [-0.2, 0.1]], dtype=torch.float64),
+        "velocity": torch.tensor([[-1.0, 0.0], [0.0, 0.5], [0.4, 0.0]], dtype=torch.float64),
+        "goal": torch.tensor([[-0.5, 0.0], [0.0, 0.5], [0.5, 0.5]], dtype=torch.float64),
+    }
+    assert check_env_gradients(PointMass(3, dtype="float64"), 5, initial_state=start)
+
+
+def test_starts_and_goals_are_pushed_out_of_obstacles():
+    env = PointMass(4096, obstacles=[(0.0, 0.0, 0.5)], seed=0)
+    env.reset(seed=1)
+    for key in ("position", "goal"):
+        assert env.state[key].norm(dim=-1).min() >= 0.55 - 1e-6
+    with pytest.raises(ValueError, match="obstacles must be a list of"):
+        PointMass(1, obstacles=[(0.0, 0.0, -1.0)])
+    with pytest.raises(ValueError, match="obstacle_cost cannot be negative"):
+        PointMass(1, obstacle_cost=-1.0)
