@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.autograd.gradcheck import GradcheckError
 
 from pathgrad.envs import PointMass
 from pathgrad.testing import check_env_gradients
@@ -36,7 +37,7 @@ class WrongSlope(PointMass):
 
 @pytest.mark.parametrize("env_type", [DetachedVelocity, WrongSlope])
 def test_wrong_gradients_are_caught(env_type):
-    with pytest.raises(torch.autograd.gradcheck.GradcheckError):
+    with pytest.raises(GradcheckError):
         check_env_gradients(env_type(2, dtype="float64", obstacles=[]), 2)
 
 

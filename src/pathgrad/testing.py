@@ -45,7 +45,8 @@ def check_env_gradients(
 
     Raises:
         ValueError: If the env is not float64.
-        torch.autograd.gradcheck.GradcheckError: If a gradient disagrees.
+        torch.autograd.gradcheck.GradcheckError: If a gradient disagrees (import it from
+            ``torch.autograd.gradcheck``).
     """
     if env.dtype != torch.float64:
         raise ValueError("check_env_gradients needs a float64 env (dtype='float64').")
