@@ -5,6 +5,7 @@ from pathgrad.envs.cartpole_swingup import CartPoleSwingUp
 from pathgrad.envs.mountain_car import MountainCarContinuous
 from pathgrad.envs.pendulum import Pendulum
 from pathgrad.envs.point_mass import PointMass
+from pathgrad.envs.quadrotor import Quadrotor
 from pathgrad.envs.reacher import Reacher
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "MountainCarContinuous",
     "Pendulum",
     "PointMass",
+    "Quadrotor",
     "Reacher",
 ]
