@@ -2,6 +2,8 @@
 
 from pathgrad.envs.base import BatchedDifferentiableEnv
 from pathgrad.envs.cartpole_swingup import CartPoleSwingUp
+from pathgrad.envs.curriculum import HorizonCurriculum
+from pathgrad.envs.gymnasium_adapter import GymnasiumVectorEnv, to_gymnasium, to_sb3
 from pathgrad.envs.mountain_car import MountainCarContinuous
 from pathgrad.envs.pendulum import Pendulum
 from pathgrad.envs.point_mass import PointMass
@@ -11,9 +13,13 @@ from pathgrad.envs.reacher import Reacher
 __all__ = [
     "BatchedDifferentiableEnv",
     "CartPoleSwingUp",
+    "GymnasiumVectorEnv",
+    "HorizonCurriculum",
     "MountainCarContinuous",
     "Pendulum",
     "PointMass",
     "Quadrotor",
     "Reacher",
+    "to_gymnasium",
+    "to_sb3",
 ]
