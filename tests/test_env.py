@@ -32,7 +32,9 @@ def test_rollout_spec_defaults_and_validation():
 
 
 def test_registry_builds_by_case_insensitive_name():
-    assert "pointmass" in get_registered_learning_env_names()
+    names = get_registered_learning_env_names()
+    assert {"PointMass", "Pendulum", "MountainCarContinuous", "CartPoleSwingUp"} <= set(names)
+    assert {"Reacher", "Quadrotor"} <= set(names) and names == sorted(names, key=str.lower)
     env = build_learning_env("POINTMASS", num_envs=3, device="cpu", max_episode_steps=7)
     assert isinstance(env, PointMass)
     assert env.num_envs == 3 and env.max_episode_steps == 7
@@ -63,3 +65,4 @@ def test_registry_rejects_unknown_names_and_duplicates():
         from pathgrad import env as env_module
 
         env_module._REGISTRY.pop("testscalarenv")
+        env_module._DISPLAY_NAMES.pop("testscalarenv")

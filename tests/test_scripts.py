@@ -59,3 +59,17 @@ def test_readme_python_example_runs(tmp_path):
     output = run_script(str(script), cwd=tmp_path)
     assert float(output.strip().splitlines()[-1]) < 0  # a finite average episode return
     assert (tmp_path / "runs" / "demo" / "checkpoints" / "index.json").is_file()
+
+
+def test_custom_env_example_checks_gradients_and_learns(tmp_path):
+    output = run_script(str(ROOT / "examples" / "custom_env.py"), "--updates", "60", cwd=tmp_path)
+    assert "gradients agree with finite differences" in output
+    before, after = output.split("final error ")[1].split(" m")[0].split(" -> ")
+    assert float(after) < float(before)
+    assert list(tmp_path.iterdir()) == []  # the example writes nothing
+
+
+def test_env_benchmark_quick_mode_lists_every_env(tmp_path):
+    output = run_script(str(ROOT / "benchmarks" / "envs.py"), "--quick", cwd=tmp_path)
+    for name in ("PointMass", "Pendulum", "MountainCarContinuous", "CartPoleSwingUp", "Reacher"):
+        assert f"| {name} | 8 |" in output

@@ -41,6 +41,7 @@ __all__ = [
 LearningEnvFactory = Callable[..., "DifferentiableVecEnv"]
 
 _REGISTRY: dict[str, LearningEnvFactory] = {}
+_DISPLAY_NAMES: dict[str, str] = {}
 
 
 @runtime_checkable
@@ -114,14 +115,15 @@ def register_learning_env(
         if key in _REGISTRY and _REGISTRY[key] is not env_factory and not override:
             raise ValueError(f"Learning environment '{name}' is already registered.")
         _REGISTRY[key] = env_factory
+        _DISPLAY_NAMES[key] = name
         return env_factory
 
     return decorator if factory is None else decorator(factory)
 
 
 def get_registered_learning_env_names() -> list[str]:
-    """Names of the registered envs, sorted."""
-    return sorted(_REGISTRY)
+    """Names of the registered envs as registered, sorted case-insensitively."""
+    return sorted((_DISPLAY_NAMES[key] for key in _REGISTRY), key=str.lower)
 
 
 def build_learning_env(
