@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import LinearPolicy, ScalarEnv, ScheduledScalarEnv, build_point_mass_trainer
+from helpers import (
+    LinearPolicy,
+    ScalarEnv,
+    ScheduledScalarEnv,
+    build_point_mass_trainer,
+    learning_state,
+)
 from pathgrad.algo import APG, APGCfg
 from pathgrad.checkpoint import read_index
 from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+from resume_run import MODE_SETTINGS
 
 TESTS = Path(__file__).parent
 
@@ -201,22 +208,32 @@ def test_wandb_missing_is_a_clear_error_and_present_wandb_gets_the_metrics(monke
     assert step == 32 and "train/loss" in values and "charts/SPS" in values
 
 
-def test_failed_update_is_cancelled_and_training_can_continue():
+@pytest.mark.parametrize("mode", ["segmented", "complete"])
+def test_an_interrupted_update_leaves_no_trace(tmp_path, mode):
+    settings = MODE_SETTINGS[mode]
+    reference = build_point_mass_trainer(tmp_path / "a", **settings)
+    reference.train(total_updates=4)
+
+    trainer = build_point_mass_trainer(tmp_path / "b", **settings)
+    trainer.train(total_updates=2)
+    original_step = trainer.env.step
     calls = {"count": 0}
 
-    def failing_callback(transition):
+    def interrupted_step(action):
         calls["count"] += 1
-        if calls["count"] == 2:
+        if calls["count"] == 5:  # in the middle of the third update
             raise KeyboardInterrupt
+        return original_step(action)
 
-    trainer = scalar_trainer()
-    trainer._on_step = failing_callback
+    trainer.env.step = interrupted_step
     with pytest.raises(KeyboardInterrupt):
-        trainer.train(total_updates=1)
-    assert not trainer.algorithm._update_active and trainer.num_updates == 0
-    trainer.collector.detach_state()
-    trainer.train(total_updates=1)
-    assert trainer.num_updates == 1
+        trainer.train(total_updates=4)
+    assert trainer.num_updates == 2 and not trainer.algorithm._update_active
+    trainer.env.step = original_step
+    trainer.train(total_updates=4)
+    for name, value in learning_state(reference).items():
+        assert torch.equal(value, learning_state(trainer)[name]), name
+    assert list(trainer.ret_window) == list(reference.ret_window)
 
 
 @pytest.mark.parametrize("mode", ["segmented", "complete"])

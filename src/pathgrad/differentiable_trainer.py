@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -182,6 +183,7 @@ class DifferentiableTrainer:
         self.episodes = EpisodeTracker(env.num_envs, algorithm.device, window=_STATS_WINDOW)
         self._next_eval_step = cfg.eval_frequency_steps if cfg.eval_frequency_steps > 0 else None
         self._rollout_index = 0
+        self.callbacks: list[Callable[[str, dict[str, float]], None]] = []
 
     @property
     def ret_window(self) -> deque[float]:
@@ -228,21 +230,59 @@ class DifferentiableTrainer:
             else self.global_step < total_timesteps
         ):
             self.algorithm._check_schedule_horizon(1)
-            if self.cfg.rollout_mode == "complete":
-                collected_steps, metrics = self._complete_rollout_update()
-            else:
-                update_steps = self.update_horizon
-                if total_timesteps is not None:
-                    remaining_vector_steps = math.ceil(
-                        (total_timesteps - self.global_step) / self.env.num_envs
-                    )
-                    update_steps = min(self.update_horizon, remaining_vector_steps)
-                collected_steps, metrics = self._segmented_update(update_steps)
+            snapshot = self._pre_update_snapshot()
+            try:
+                if self.cfg.rollout_mode == "complete":
+                    collected_steps, metrics = self._complete_rollout_update()
+                else:
+                    update_steps = self.update_horizon
+                    if total_timesteps is not None:
+                        remaining_vector_steps = math.ceil(
+                            (total_timesteps - self.global_step) / self.env.num_envs
+                        )
+                        update_steps = min(self.update_horizon, remaining_vector_steps)
+                    collected_steps, metrics = self._segmented_update(update_steps)
+            except BaseException:
+                self._restore_pre_update_snapshot(snapshot)
+                raise
             self.global_step += collected_steps * self.env.num_envs
             self.num_updates += 1
             self._record_update(metrics)
             self._evaluate_and_save()
         return self.get_summary()
+
+    def _pre_update_snapshot(self) -> dict[str, Any]:
+        """What an update changes besides the optimizer, to undo an interrupted one."""
+        env_state = getattr(self.env, "state_dict", None)
+        return {
+            "env": env_state() if callable(env_state) else None,
+            "observation": self.collector.observation,
+            "rng": torch.get_rng_state(),
+            "normalizer": (
+                self.observation_normalizer.state_dict()
+                if self.observation_normalizer is not None
+                else None
+            ),
+            "episodes": self.episodes.state_dict(),
+            "rollout_index": self._rollout_index,
+        }
+
+    def _restore_pre_update_snapshot(self, snapshot: dict[str, Any]) -> None:
+        """Undo an interrupted update: the trainer is as before it, ready to resume exactly.
+
+        The algorithm cancels its own part (gradients); envs without
+        ``load_state_dict`` restart from a fresh reset instead.
+        """
+        if snapshot["env"] is not None:
+            self.env.load_state_dict(snapshot["env"])
+            self.collector._observation = snapshot["observation"]
+        else:
+            self.collector.clear_observation()
+        torch.set_rng_state(snapshot["rng"])
+        if snapshot["normalizer"] is not None:
+            self.observation_normalizer.load_state_dict(snapshot["normalizer"])
+        self.episodes.load_state_dict(snapshot["episodes"])
+        self._rollout_index = snapshot["rollout_index"]
 
     def _planned_updates(
         self, total_timesteps: int | None, total_updates: int | None
@@ -350,6 +390,8 @@ class DifferentiableTrainer:
         }
         self.train_history.append(entry)
         self._log(metrics)
+        for callback in self.callbacks:
+            callback("train", entry)
 
     def _evaluate_and_save(self) -> None:
         """Evaluate when due (saving a new best), then save when due."""
@@ -459,6 +501,8 @@ class DifferentiableTrainer:
         entry = {"global_step": float(self.global_step), **metrics}
         self.eval_history.append(entry)
         self.last_eval_metrics = entry
+        for callback in self.callbacks:
+            callback("eval", entry)
         finite = {key: value for key, value in metrics.items() if math.isfinite(value)}
         if self.writer is not None:
             for key, value in finite.items():

@@ -1,0 +1,415 @@
+"""Run configuration: YAML files and ``key=value`` overrides, validated before anything runs.
+
+A run config has six sections: ``env``, ``policy``, ``algorithm``, ``trainer``,
+``eval`` and ``logging``. Types are checked by pydantic models (unknown keys
+are errors, with a did-you-mean); value checks are those of the library's own
+config classes and env constructors. Every problem becomes a
+:class:`ConfigError` whose message names the key path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+
+from pathgrad.algo.registry import ALGORITHMS, get_algorithm
+from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
+from pathgrad.env import _REGISTRY, get_registered_learning_env_names
+from pathgrad.policies import ACTIVATIONS
+
+__all__ = [
+    "ConfigError",
+    "RunConfig",
+    "algorithm_config",
+    "dump_config",
+    "env_kwargs",
+    "load_config",
+    "trainer_config",
+]
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+# DifferentiableTrainerCfg fields that other sections (or the run directory) own.
+TRAINER_FIELDS_OWNED_ELSEWHERE = {
+    "checkpoint_dir": "the run directory (runs/<experiment>-<time>/checkpoints)",
+    "use_wandb": "logging.wandb",
+    "eval_frequency_steps": "eval.frequency_steps",
+    "num_eval_episodes": "eval.episodes",
+    "eval_seed": "eval.seed",
+}
+# Env constructor arguments that the env section or the seed set.
+ENV_ARGUMENTS_OWNED_ELSEWHERE = {"num_envs", "device", "dtype", "seed"}
+
+
+class ConfigError(ValueError):
+    """A config problem; the message names the key path and what is expected."""
+
+
+class Section(BaseModel):
+    """A config section: unknown keys and wrong types are errors."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class EnvSection(Section):
+    """Which env to train on, how many copies, where."""
+
+    name: str = Field("PointMass", description="registered env name (`pathgrad envs`)")
+    num_envs: PositiveInt = Field(64, description="parallel training envs")
+    device: str = Field("cpu", description="torch device of envs and networks")
+    dtype: Literal["float32", "float64"] = Field("float32", description="env and network dtype")
+    cfg: dict[str, Any] = Field(
+        default_factory=dict, description="env constructor arguments (constants, max_episode_steps)"
+    )
+
+
+class PolicySection(Section):
+    """The Gaussian MLP policy."""
+
+    hidden_sizes: list[PositiveInt] = Field([64, 64], description="hidden layer widths")
+    activation: Literal[tuple(sorted(ACTIVATIONS))] = Field(  # type: ignore[valid-type]
+        "elu", description="hidden activation"
+    )
+    init_log_std: float = Field(-0.5, description="initial log standard deviation")
+    squash: bool = Field(False, description="tanh-squash actions to the action bounds")
+
+
+class AlgorithmSection(Section):
+    """The algorithm and its config (checked against the algorithm's config class)."""
+
+    name: str = Field("apg", description=f"one of {sorted(ALGORITHMS)}")
+    cfg: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "gamma": 0.99,
+            "max_grad_norm": 1.0,
+            "optimizer": {"name": "adam", "learning_rate": 3e-3, "kwargs": {"betas": [0.7, 0.95]}},
+            "lr_scheduler": {"name": "linear", "kwargs": {"end_factor": 0.1}},
+        },
+        description="fields of the algorithm's config class (e.g. APGCfg)",
+    )
+
+
+class EvalSection(Section):
+    """Periodic evaluation on a separate env."""
+
+    num_envs: PositiveInt = Field(16, description="evaluation envs")
+    frequency_steps: NonNegativeInt = Field(
+        64 * 32 * 50, description="evaluate every so many env steps (0: never)"
+    )
+    episodes: PositiveInt = Field(64, description="episodes per evaluation")
+    seed: int | None = Field(12345, description="reset seed of every evaluation")
+
+
+class LoggingSection(Section):
+    """Where results go and how progress is shown."""
+
+    runs_dir: str = Field("runs", description="folder of run directories")
+    tensorboard: bool = Field(True, description="write TensorBoard logs to <run>/tb")
+    wandb: bool = Field(False, description="also log to Weights & Biases")
+    wandb_project: str = Field("pathgrad", description="W&B project")
+    print_every_updates: PositiveInt = Field(
+        25, description="updates between progress lines when stdout is not a terminal"
+    )
+
+
+def _trainer_section() -> type[Section]:
+    """The trainer section: DifferentiableTrainerCfg's fields plus budget and seed."""
+    hints = typing.get_type_hints(DifferentiableTrainerCfg)
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(DifferentiableTrainerCfg):
+        if field.name in TRAINER_FIELDS_OWNED_ELSEWHERE:
+            continue
+        default = field.default if field.default is not dataclasses.MISSING else None
+        fields[field.name] = (hints[field.name], Field(default))
+    fields["total_timesteps"] = (int | None, Field(None, description="env-step budget"))
+    fields["total_updates"] = (int | None, Field(300, description="optimizer-update budget"))
+    fields["seed"] = (int, Field(0, description="seed of torch, the envs and the run"))
+    return create_model("TrainerSection", __base__=Section, **fields)
+
+
+TrainerSection = _trainer_section()
+
+
+class RunConfig(Section):
+    """A complete run: every section has defaults (the default task is PointMass)."""
+
+    env: EnvSection = Field(default_factory=EnvSection)
+    policy: PolicySection = Field(default_factory=PolicySection)
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
+    trainer: TrainerSection = Field(default_factory=TrainerSection)  # type: ignore[valid-type]
+    eval: EvalSection = Field(default_factory=EvalSection)
+    logging: LoggingSection = Field(default_factory=LoggingSection)
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> RunConfig:
+        budgets = (self.trainer.total_timesteps, self.trainer.total_updates)
+        if (budgets[0] is None) == (budgets[1] is None):
+            raise ValueError(
+                "trainer: give exactly one of total_timesteps and total_updates "
+                "(set the other to null)."
+            )
+        if any(budget is not None and budget < 0 for budget in budgets):
+            raise ValueError("trainer: the budget cannot be negative.")
+        return self
+
+
+# Parsing -----------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML loader that also reads ``1e-3`` (no dot) as a float."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.VERBOSE,
+    ),
+    list("-+0123456789."),
+)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read config file '{path}': {error.strerror or error}") from error
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"YAML syntax error in '{path}'{where}: {problem}") from error
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"'{path}' must hold a mapping of sections, got {type(data).__name__}.")
+    return data
+
+
+def _apply_override(data: dict[str, Any], override: str) -> None:
+    key, separator, text = override.partition("=")
+    if not separator or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override '{override}' must look like section.key=value.")
+    try:
+        value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{key}: cannot parse the value '{text}' of the override.") from error
+    node = data
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(parts[: depth + 1])}: is not a section, cannot set {key}.")
+        node = child
+    node[parts[-1]] = value
+
+
+def _known_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """Keys accepted at ``loc`` (the location of an unknown key) in ``model``."""
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def _did_you_mean(key: str, candidates: Sequence[str]) -> str:
+    matches = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean '{matches[0]}'?)" if matches else ""
+
+
+def _validation_message(error: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
+    """One line for the first problem: key path, what is wrong, what is expected."""
+    first = error.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    path = ".".join([prefix, *loc] if prefix else loc)
+    if first["type"] == "extra_forbidden":
+        known = _known_keys(model, loc) if not prefix else []
+        return f"{path}: unknown key{_did_you_mean(loc[-1], known)}"
+    if first["type"] == "value_error":
+        message = str(first["msg"]).removeprefix("Value error, ")
+        return f"{path}: {message}" if path else message
+    return f"{path}: {first['msg'].lower()} (got {first['input']!r})"
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> RunConfig:
+    """Read, override and validate a run config; nothing else happens.
+
+    Raises:
+        ConfigError: For a missing or unreadable file, a YAML syntax error, a
+            malformed override, an unknown key, a wrong type or value, or an
+            unknown env or algorithm.
+    """
+    data = _read_yaml(Path(path)) if path is not None else {}
+    for override in overrides:
+        _apply_override(data, override)
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_validation_message(error, RunConfig)) from error
+    trainer_config(config)
+    algorithm_config(config)
+    env_kwargs(config)
+    return config
+
+
+def dump_config(config: RunConfig) -> str:
+    """The resolved config as YAML that :func:`load_config` reads back identically."""
+    return yaml.safe_dump(config.model_dump(mode="python"), sort_keys=False)
+
+
+# From sections to the library's config objects ----------------------------------------
+
+
+def trainer_config(config: RunConfig, checkpoint_dir: str | Path = "checkpoints"):
+    """The :class:`DifferentiableTrainerCfg` of a run config.
+
+    Raises:
+        ConfigError: If the trainer rejects a value.
+    """
+    values = config.trainer.model_dump()
+    for key in ("total_timesteps", "total_updates", "seed"):
+        values.pop(key)
+    values.update(
+        checkpoint_dir=str(checkpoint_dir),
+        use_wandb=config.logging.wandb,
+        eval_frequency_steps=config.eval.frequency_steps,
+        num_eval_episodes=config.eval.episodes,
+        eval_seed=config.eval.seed,
+    )
+    try:
+        return DifferentiableTrainerCfg(**values)
+    except ValueError as error:
+        raise ConfigError(f"trainer: {error}") from error
+
+
+def _dataclass_model(cls: type, name: str) -> type[BaseModel]:
+    """A strict pydantic model with the fields (and nested configs) of a dataclass."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        annotation = hints[field.name]
+        if dataclasses.is_dataclass(annotation):
+            annotation = _dataclass_model(annotation, annotation.__name__) | None
+        fields[field.name] = (annotation, Field(None))
+    return create_model(name, __base__=Section, **fields)
+
+
+def algorithm_config(config: RunConfig) -> Any:
+    """The algorithm's config object (e.g. :class:`APGCfg`), on the env's device.
+
+    Raises:
+        ConfigError: For an unknown algorithm, key, type or value.
+    """
+    try:
+        _, cfg_type = get_algorithm(config.algorithm.name)
+    except ValueError as error:
+        hint = _did_you_mean(config.algorithm.name.lower(), sorted(ALGORITHMS))
+        raise ConfigError(f"algorithm.name: {error}{hint}") from error
+    model = _dataclass_model(cfg_type, cfg_type.__name__)
+    try:
+        model.model_validate(config.algorithm.cfg)
+    except ValidationError as error:
+        first = error.errors()[0]
+        if first["type"] == "extra_forbidden":
+            loc = [str(part) for part in first["loc"]]
+            nested = model
+            for part in loc[:-1]:
+                annotation = typing.get_args(nested.model_fields[part].annotation)[0]
+                nested = annotation
+            known = list(nested.model_fields)
+            path = ".".join(["algorithm.cfg", *loc])
+            raise ConfigError(f"{path}: unknown key{_did_you_mean(loc[-1], known)}") from error
+        raise ConfigError(_validation_message(error, model, "algorithm.cfg")) from error
+    values = {"device": config.env.device, **config.algorithm.cfg}
+    try:
+        return cfg_type(**values)
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"algorithm.cfg: {error}") from error
+
+
+def _env_parameters(factory: Any) -> dict[str, inspect.Parameter]:
+    """Keyword parameters of an env factory, following ``**kwargs`` up the class tree."""
+    classes = factory.__mro__ if inspect.isclass(factory) else (factory,)
+    parameters: dict[str, inspect.Parameter] = {}
+    for owner in classes:
+        function = owner.__init__ if inspect.isclass(owner) else owner
+        if inspect.isclass(owner) and "__init__" not in owner.__dict__:
+            continue
+        signature = inspect.signature(function)
+        open_ended = False
+        for name, parameter in signature.parameters.items():
+            if parameter.kind is parameter.VAR_KEYWORD:
+                open_ended = True
+            elif name != "self" and parameter.kind is not parameter.VAR_POSITIONAL:
+                parameters.setdefault(name, parameter)
+        if not open_ended or owner is object:
+            break
+    return parameters
+
+
+def env_kwargs(config: RunConfig) -> dict[str, Any]:
+    """Validated constructor arguments of the configured env (without the owned ones).
+
+    Raises:
+        ConfigError: For an unknown env, an unknown argument or a wrong type.
+    """
+    key = config.env.name.lower()
+    if key not in _REGISTRY:
+        names = get_registered_learning_env_names()
+        hint = _did_you_mean(config.env.name, names)
+        raise ConfigError(
+            f"env.name: unknown env '{config.env.name}'{hint}; registered: {', '.join(names)}."
+        )
+    parameters = _env_parameters(_REGISTRY[key])
+    allowed = sorted(set(parameters) - ENV_ARGUMENTS_OWNED_ELSEWHERE)
+    for name in config.env.cfg:
+        if name in ENV_ARGUMENTS_OWNED_ELSEWHERE:
+            raise ConfigError(f"env.cfg.{name}: set by the env section or trainer.seed, not here.")
+        if name not in parameters:
+            raise ConfigError(f"env.cfg.{name}: unknown key{_did_you_mean(name, allowed)}")
+    hints = {}
+    factory = _REGISTRY[key]
+    for owner in factory.__mro__ if inspect.isclass(factory) else (factory,):
+        init = owner.__init__ if inspect.isclass(owner) else owner
+        try:
+            hints.update({k: v for k, v in typing.get_type_hints(init).items() if k not in hints})
+        except (NameError, TypeError):
+            continue
+    fields = {
+        name: (hints.get(name, Any), Field(None)) for name in config.env.cfg if name in parameters
+    }
+    model = create_model("EnvArguments", __config__=ConfigDict(extra="forbid"), **fields)
+    try:
+        model.model_validate(config.env.cfg)
+    except ValidationError as error:
+        raise ConfigError(_validation_message(error, model, "env.cfg")) from error
+    return dict(config.env.cfg)
+
+
+def as_plain(value: Any) -> Any:
+    """Mappings and sequences as dicts and lists (for YAML and checkpoints)."""
+    if isinstance(value, Mapping):
+        return {str(k): as_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_plain(v) for v in value]
+    return value
