@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 train: $(STAMP)
-	$(PY) examples/train_point_mass.py
+	$(VENV)/bin/pathgrad train
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples

@@ -122,6 +122,14 @@ class LoggingSection(Section):
     )
 
 
+# Defaults of the default task (PointMass) where they differ from DifferentiableTrainerCfg's.
+TRAINER_DEFAULTS = {
+    "segment_length": 32,
+    "save_frequency_updates": 100,
+    "experiment_name": "point_mass",
+}
+
+
 def _trainer_section() -> type[Section]:
     """The trainer section: DifferentiableTrainerCfg's fields plus budget and seed."""
     hints = typing.get_type_hints(DifferentiableTrainerCfg)
@@ -130,6 +138,7 @@ def _trainer_section() -> type[Section]:
         if field.name in TRAINER_FIELDS_OWNED_ELSEWHERE:
             continue
         default = field.default if field.default is not dataclasses.MISSING else None
+        default = TRAINER_DEFAULTS.get(field.name, default)
         fields[field.name] = (hints[field.name], Field(default))
     fields["total_timesteps"] = (int | None, Field(None, description="env-step budget"))
     fields["total_updates"] = (int | None, Field(300, description="optimizer-update budget"))
@@ -216,7 +225,8 @@ def _apply_override(data: dict[str, Any], override: str) -> None:
     for depth, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"{'.'.join(parts[: depth + 1])}: is not a section, cannot set {key}.")
+            section = ".".join(parts[: depth + 1])
+            raise ConfigError(f"{section}: is not a section, cannot set {key}.")
         node = child
     node[parts[-1]] = value
 
@@ -269,6 +279,13 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     trainer_config(config)
     algorithm_config(config)
     env_kwargs(config)
+    if config.logging.wandb:
+        try:
+            import wandb  # noqa: F401
+        except ImportError as error:
+            raise ConfigError(
+                "logging.wandb: true needs the 'wandb' package: pip install 'pathgrad[wandb]'."
+            ) from error
     return config
 
 

@@ -184,6 +184,7 @@ class DifferentiableTrainer:
         self._next_eval_step = cfg.eval_frequency_steps if cfg.eval_frequency_steps > 0 else None
         self._rollout_index = 0
         self.callbacks: list[Callable[[str, dict[str, float]], None]] = []
+        self.checkpoint_extra: dict[str, Any] = {}
 
     @property
     def ret_window(self) -> deque[float]:
@@ -427,7 +428,7 @@ class DifferentiableTrainer:
             path = Path(self.cfg.checkpoint_dir) / (
                 f"{self.cfg.experiment_name}_step_{self.global_step}.pt"
             )
-        extra: dict[str, Any] = {"rollout_index": self._rollout_index}
+        extra: dict[str, Any] = {**self.checkpoint_extra, "rollout_index": self._rollout_index}
         if self.observation_normalizer is not None:
             extra["observation_normalizer"] = self.observation_normalizer.state_dict()
         return _save(self, path, extra, kind)
@@ -482,6 +483,10 @@ class DifferentiableTrainer:
     def _on_step(self, transition: DifferentiableTransition) -> None:
         """Record the step for episode statistics (no host synchronisation)."""
         self.episodes.record(transition.reward, transition.done)
+
+    def evaluate(self) -> dict[str, float]:
+        """Evaluate the policy now (logged, and saved if it is the best so far)."""
+        return self._evaluate()
 
     def _evaluate(self) -> dict[str, float]:
         if self.eval_env is None:

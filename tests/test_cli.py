@@ -1,0 +1,308 @@
+"""The real `pathgrad` console script, driven in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from pathgrad.checkpoint import read_checkpoint, read_index
+from pathgrad.config import load_config
+from pathgrad.normalization import RunningObservationNormalizer
+from pathgrad.policies import GaussianMLPPolicy
+
+ROOT = Path(__file__).resolve().parent.parent
+PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
+FAST = ["trainer.total_updates=6", "eval.frequency_steps=4096", "env.num_envs=16", "--quiet"]
+
+
+def pathgrad(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([PATHGRAD, *args], cwd=cwd, capture_output=True, text=True)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def only_run(tmp_path: Path) -> Path:
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return run_dir
+
+
+def train_records(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == "train"]
+
+
+def test_default_task_is_the_point_mass_config():
+    assert load_config(None) == load_config(ROOT / "configs" / "point_mass.yaml")
+    for path in sorted((ROOT / "configs").glob("*.yaml")):
+        load_config(path)  # every shipped config is valid
+
+
+def test_train_writes_a_complete_run_directory(tmp_path):
+    pathgrad("train", str(ROOT / "configs" / "point_mass.yaml"), *FAST, cwd=tmp_path)
+    run_dir = only_run(tmp_path)
+    assert run_dir.name.startswith("point_mass-")
+    assert {p.name for p in run_dir.iterdir()} >= {
+        "config.yaml",
+        "checkpoints",
+        "tb",
+        "metrics.jsonl",
+        "summary.json",
+        "learning_curve.png",
+    }
+    records = train_records(run_dir)
+    assert [r["num_updates"] for r in records] == [1, 2, 3, 4, 5, 6]
+    assert all(r["global_step"] == 16 * 32 * r["num_updates"] for r in records)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["num_updates"] == 6
+    assert summary["last_eval_metrics"]["global_step"] == 6 * 16 * 32  # final evaluation
+    kinds = [e["kind"] for e in read_index(run_dir / "checkpoints")]
+    assert kinds[-1] == "final" and "best" in kinds
+    assert list((run_dir / "tb").iterdir())
+    assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_config_yaml_repeats_the_run_exactly(tmp_path):
+    pathgrad("train", *FAST, "logging.runs_dir=first", cwd=tmp_path)
+    (first,) = (tmp_path / "first").iterdir()
+    pathgrad(
+        "train", str(first / "config.yaml"), "logging.runs_dir=second", "--quiet", cwd=tmp_path
+    )
+    (second,) = (tmp_path / "second").iterdir()
+    ignore = {"time", "charts/SPS"}
+    strip = lambda records: [{k: v for k, v in r.items() if k not in ignore} for r in records]  # noqa: E731
+    assert strip(train_records(first)) == strip(train_records(second))
+
+
+def test_resume_continues_counters_curves_and_logs(tmp_path):
+    pathgrad("train", *FAST, cwd=tmp_path)
+    run_dir = only_run(tmp_path)
+    result = pathgrad("resume", str(run_dir), "--total-updates", "10", cwd=tmp_path)
+    assert "resuming" in result.stdout and "update 6" in result.stdout
+    records = train_records(run_dir)
+    assert [r["num_updates"] for r in records] == list(range(1, 11))
+    times = [r["time"] for r in records]
+    assert times == sorted(times)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["num_updates"] == 10 and summary["global_step"] == 10 * 16 * 32
+    assert load_config(run_dir / "config.yaml").trainer.total_updates == 10
+    pathgrad(
+        "resume",
+        str(run_dir),
+        "--total-updates",
+        "11",
+        "--restart-scheduler",
+        "--quiet",
+        cwd=tmp_path,
+    )
+    assert train_records(run_dir)[-1]["num_updates"] == 11
+
+
+def test_eval_plot_and_envs(tmp_path):
+    pathgrad("train", *FAST, cwd=tmp_path)
+    run_dir = only_run(tmp_path)
+    result = pathgrad(
+        "eval", str(run_dir), "--episodes", "5", "--seed", "3", "--json", cwd=tmp_path
+    )
+    metrics = json.loads(result.stdout)
+    assert metrics["episodes"] == 5 and metrics["num_updates"] == 6
+    assert {"eval/avg_reward", "eval/success_rate", "eval/final_distance"} <= set(metrics)
+    again = json.loads(
+        pathgrad(
+            "eval", str(run_dir), "--episodes", "5", "--seed", "3", "--json", cwd=tmp_path
+        ).stdout
+    )
+    assert again == metrics
+    table = pathgrad("eval", str(next((run_dir / "checkpoints").glob("*final*.pt"))), cwd=tmp_path)
+    assert "eval/avg_reward" in table.stdout
+    pathgrad("plot", str(run_dir), str(run_dir), "-o", "both.png", cwd=tmp_path)
+    assert (tmp_path / "both.png").read_bytes()[:4] == b"\x89PNG"
+    listing = pathgrad("envs", cwd=tmp_path).stdout
+    for name in ("PointMass", "Pendulum", "MountainCarContinuous", "Reacher", "Quadrotor"):
+        assert name in listing
+
+
+def test_export_round_trip_matches_the_policy(tmp_path):
+    pathgrad("train", *FAST, "trainer.normalize_observations=true", cwd=tmp_path)
+    run_dir = only_run(tmp_path)
+    checkpoint_path = next((run_dir / "checkpoints").glob("*final*.pt"))
+    pathgrad("export", str(checkpoint_path), "-o", "policy.pt", cwd=tmp_path)
+    module = torch.jit.load(str(tmp_path / "policy.pt"))
+    checkpoint = read_checkpoint(checkpoint_path)
+    policy = GaussianMLPPolicy(6, 2)
+    policy.load_state_dict(checkpoint["policy"])
+    normalizer = RunningObservationNormalizer(6)
+    normalizer.load_state_dict(checkpoint["observation_normalizer"])
+    assert float(normalizer.count) > 0
+    observations = torch.randn(32, 6) * 3
+    expected = policy.get_action(normalizer.normalize(observations))
+    assert torch.allclose(module(observations), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("signum", "status", "code"),
+    [(signal.SIGINT, "interrupted", 130), (signal.SIGTERM, "terminated", 143)],
+)
+def test_signals_leave_a_resumable_run(tmp_path, signum, status, code):
+    process = subprocess.Popen(
+        [PATHGRAD, "train", "trainer.total_updates=100000", "env.num_envs=16", "--quiet"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        runs = list((tmp_path / "runs").glob("*/metrics.jsonl"))
+        if runs and len(runs[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.2)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == code, stderr
+    run_dir = only_run(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == status
+    stopped_at = summary["num_updates"]
+    assert not list(run_dir.rglob("*.tmp"))  # no half-written file
+    entries = read_index(run_dir / "checkpoints")
+    assert entries[-1]["kind"] == "final" and entries[-1]["num_updates"] == stopped_at
+    pathgrad(
+        "resume", str(run_dir), "--total-updates", str(stopped_at + 2), "--quiet", cwd=tmp_path
+    )
+    assert train_records(run_dir)[-1]["num_updates"] == stopped_at + 2
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+MALFORMED = [
+    ("trainr:\n  seed: 1\n", "trainr: unknown key (did you mean 'trainer'?)"),
+    (
+        "trainer:\n  segment_lenght: 8\n",
+        "trainer.segment_lenght: unknown key (did you mean 'segment_length'?)",
+    ),
+    (
+        "trainer:\n  segment_length: abc\n",
+        "trainer.segment_length: input should be a valid integer",
+    ),
+    ("trainer:\n  segment_length: 0\n", "trainer: segment_length must be positive."),
+    (
+        "trainer:\n  rollout_mode: tbptt\n",
+        "trainer: rollout_mode must be 'segmented' or 'complete'.",
+    ),
+    (
+        "trainer:\n  total_timesteps: 1000\n",
+        "trainer: give exactly one of total_timesteps and total_updates",
+    ),
+    ("trainer:\n  best_eval_mode: best\n", "trainer: best_eval_mode must be 'min' or 'max'."),
+    ("env:\n  name: PointMas\n", "env.name: unknown env 'PointMas' (did you mean 'PointMass'?)"),
+    ("env:\n  num_envs: -4\n", "env.num_envs: input should be greater than 0"),
+    ("env:\n  dtype: float16\n", "env.dtype: input should be 'float32' or 'float64'"),
+    ("env:\n  cfg:\n    dampng: 1.0\n", "env.cfg.dampng: unknown key (did you mean 'damping'?)"),
+    ("env:\n  cfg:\n    dt: fast\n", "env.cfg.dt: input should be a valid number"),
+    ("env:\n  cfg:\n    dt: -0.1\n", "env.cfg: dt must be positive"),
+    ("env:\n  cfg:\n    seed: 3\n", "env.cfg.seed: set by the env section or trainer.seed"),
+    ("algorithm:\n  name: ppo\n", "algorithm.name: Unknown algorithm 'ppo'"),
+    (
+        "algorithm:\n  cfg:\n    gama: 0.9\n",
+        "algorithm.cfg.gama: unknown key (did you mean 'gamma'?)",
+    ),
+    (
+        "algorithm:\n  cfg:\n    optimizer:\n      learning_rat: 0.1\n",
+        "algorithm.cfg.optimizer.learning_rat: unknown key (did you mean 'learning_rate'?)",
+    ),
+    (
+        "algorithm:\n  cfg:\n    optimizer:\n      learning_rate: -1.0\n",
+        "algorithm.cfg: optimizer.learning_rate must be positive",
+    ),
+    (
+        "algorithm:\n  cfg:\n    gamma: nope\n",
+        "algorithm.cfg.gamma: input should be a valid number",
+    ),
+    (
+        "algorithm:\n  cfg:\n    lr_scheduler: {name: plateau}\n",
+        "algorithm.cfg: lr_scheduler.name must be one of",
+    ),
+    ("policy:\n  activation: swish\n", "policy.activation: input should be"),
+    ("policy:\n  hidden_sizes: 64\n", "policy.hidden_sizes: input should be a valid list"),
+    ("eval:\n  episodes: 0\n", "eval.episodes: input should be greater than 0"),
+    ("logging:\n  wandb: yes please\n", "logging.wandb: input should be a valid boolean"),
+    ("- just\n- a list\n", "must hold a mapping of sections"),
+    ("trainer:\n  seed: [1\n", "YAML syntax error in"),
+]
+
+
+def test_malformed_configs_exit_2_naming_the_key_and_write_nothing(tmp_path):
+    assert len(MALFORMED) >= 15
+    processes = []
+    for index, (text, _) in enumerate(MALFORMED):
+        folder = tmp_path / f"case{index}"
+        folder.mkdir()
+        path = folder / "bad.yaml"
+        path.write_text(text)
+        command = [PATHGRAD, "train", str(path), "--quiet"]
+        processes.append(
+            subprocess.Popen(
+                command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+        if len(processes) % 4 == 0:
+            processes[-4].wait()
+    for index, ((text, expected), process) in enumerate(zip(MALFORMED, processes, strict=True)):
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 2, (text, stderr)
+        assert expected in stderr, (expected, stderr)
+        assert len(stderr.strip().splitlines()) == 1, stderr
+        assert [p.name for p in (tmp_path / f"case{index}").iterdir()] == ["bad.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["train", "missing.yaml"], "cannot read config file 'missing.yaml'"),
+        (["train", "trainer.seed"], "cannot read config file 'trainer.seed'"),
+        (["train", "trainer.segment_length=0"], "trainer: segment_length must be positive."),
+        (["train", "trainer..seed=1"], "override 'trainer..seed=1' must look like"),
+        (["resume", "nowhere"], "'nowhere' is not a run directory"),
+        (["eval", "nothing.pt"], "Checkpoint 'nothing.pt' does not exist."),
+    ],
+)
+def test_command_line_errors_exit_2(tmp_path, args, expected):
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    result = subprocess.run(
+        [PATHGRAD, *args], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 2 and expected in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wandb_offline_logging_and_a_clear_error_without_wandb(tmp_path):
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    command = [PATHGRAD, "train", *FAST, "logging.wandb=true"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert list((only_run(tmp_path) / "wandb").glob("offline-run-*"))
+
+    shadow = tmp_path / "no_wandb" / "wandb"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('wandb is not installed')\n")
+    env["PYTHONPATH"] = str(shadow.parent)
+    (tmp_path / "fresh").mkdir()
+    result = subprocess.run(
+        command, cwd=tmp_path / "fresh", capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 2
+    assert "logging.wandb: true needs the 'wandb' package" in result.stderr
+    assert list((tmp_path / "fresh").iterdir()) == []
