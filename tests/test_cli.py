@@ -306,3 +306,16 @@ def test_wandb_offline_logging_and_a_clear_error_without_wandb(tmp_path):
     assert result.returncode == 2
     assert "logging.wandb: true needs the 'wandb' package" in result.stderr
     assert list((tmp_path / "fresh").iterdir()) == []
+
+
+def test_configuration_reference_is_up_to_date():
+    from pathgrad.config_reference import reference_markdown
+
+    generated = reference_markdown()
+    assert (ROOT / "docs" / "configuration.md").read_text() == generated, (
+        "run: python -m pathgrad.config_reference > docs/configuration.md"
+    )
+    config = load_config(None).model_dump()
+    for section, values in config.items():
+        for key in values:
+            assert f"`{section}.{key}`" in generated

@@ -143,7 +143,12 @@ def _trainer_section() -> type[Section]:
     fields["total_timesteps"] = (int | None, Field(None, description="env-step budget"))
     fields["total_updates"] = (int | None, Field(300, description="optimizer-update budget"))
     fields["seed"] = (int, Field(0, description="seed of torch, the envs and the run"))
-    return create_model("TrainerSection", __base__=Section, **fields)
+    return create_model(
+        "TrainerSection",
+        __base__=Section,
+        __doc__="Training: the fields of DifferentiableTrainerCfg, the budget and the seed.",
+        **fields,
+    )
 
 
 TrainerSection = _trainer_section()

@@ -99,7 +99,13 @@ def _coerce(value: Any, cfg_type: type[T], field_name: str) -> T:
 
 @configclass
 class OptimizerCfg:
-    """Policy optimizer: ``name`` in adam/adamw/sgd/rmsprop, ``kwargs`` passed to PyTorch."""
+    """Policy optimizer.
+
+    Attributes:
+        name: ``adam``, ``adamw``, ``sgd`` or ``rmsprop``.
+        learning_rate: Base learning rate (the schedule scales it).
+        kwargs: Further arguments of the PyTorch optimizer (``betas``, ``weight_decay``...).
+    """
 
     name: str = "adam"
     learning_rate: float = 3e-4
@@ -130,6 +136,14 @@ class LRSchedulerCfg:
     / ``T_max``) may be left out: the trainer then binds it to the update budget.
     During ``warmup_updates`` the factor rises linearly from
     ``warmup_start_factor`` to 1; the decay starts after the warmup.
+
+    Attributes:
+        name: ``null``/``constant``, ``linear``, ``cosine``, ``exponential`` or ``step``.
+        kwargs: Schedule arguments, PyTorch's names: ``start_factor``, ``end_factor``,
+            ``total_iters`` (linear); ``T_max``, ``eta_min`` (cosine); ``gamma``
+            (exponential); ``step_size``, ``gamma`` (step).
+        warmup_updates: Updates of linear warmup before the schedule starts.
+        warmup_start_factor: Learning-rate factor at the first warmup update.
     """
 
     name: str | None = None
@@ -183,6 +197,13 @@ class AlgorithmCfg:
 
     Mappings are accepted for ``optimizer`` and ``lr_scheduler`` and turned into
     their config classes.
+
+    Attributes:
+        device: Torch device of the policy and the losses (the env's).
+        gamma: Per-step discount.
+        max_grad_norm: Global gradient-norm clip before each optimizer step.
+        optimizer: Optimizer config.
+        lr_scheduler: Learning-rate schedule config.
     """
 
     device: str = "cpu"
