@@ -14,7 +14,7 @@ import difflib
 import inspect
 import re
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from pathgrad.algo.registry import ALGORITHMS, get_algorithm
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
-from pathgrad.env import _REGISTRY, get_registered_learning_env_names
+from pathgrad.env import get_learning_env_factory, get_registered_learning_env_names
 from pathgrad.policies import ACTIVATIONS
 
 __all__ = [
@@ -395,14 +395,15 @@ def env_kwargs(config: RunConfig) -> dict[str, Any]:
     Raises:
         ConfigError: For an unknown env, an unknown argument or a wrong type.
     """
-    key = config.env.name.lower()
-    if key not in _REGISTRY:
+    try:
+        factory = get_learning_env_factory(config.env.name)
+    except ValueError as error:
         names = get_registered_learning_env_names()
         hint = _did_you_mean(config.env.name, names)
         raise ConfigError(
             f"env.name: unknown env '{config.env.name}'{hint}; registered: {', '.join(names)}."
-        )
-    parameters = _env_parameters(_REGISTRY[key])
+        ) from error
+    parameters = _env_parameters(factory)
     allowed = sorted(set(parameters) - ENV_ARGUMENTS_OWNED_ELSEWHERE)
     for name in config.env.cfg:
         if name in ENV_ARGUMENTS_OWNED_ELSEWHERE:
@@ -410,7 +411,6 @@ def env_kwargs(config: RunConfig) -> dict[str, Any]:
         if name not in parameters:
             raise ConfigError(f"env.cfg.{name}: unknown key{_did_you_mean(name, allowed)}")
     hints = {}
-    factory = _REGISTRY[key]
     for owner in factory.__mro__ if inspect.isclass(factory) else (factory,):
         init = owner.__init__ if inspect.isclass(owner) else owner
         try:
@@ -426,12 +426,3 @@ def env_kwargs(config: RunConfig) -> dict[str, Any]:
     except ValidationError as error:
         raise ConfigError(_validation_message(error, model, "env.cfg")) from error
     return dict(config.env.cfg)
-
-
-def as_plain(value: Any) -> Any:
-    """Mappings and sequences as dicts and lists (for YAML and checkpoints)."""
-    if isinstance(value, Mapping):
-        return {str(k): as_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [as_plain(v) for v in value]
-    return value

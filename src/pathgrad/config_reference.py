@@ -21,7 +21,7 @@ from pathgrad.config import (
     _env_parameters,
 )
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
-from pathgrad.env import _REGISTRY, get_registered_learning_env_names
+from pathgrad.env import get_learning_env_factory, get_registered_learning_env_names
 
 __all__ = ["reference_markdown"]
 
@@ -128,7 +128,7 @@ def _dataclass_rows(prefix: str, cls: type) -> list[str]:
 
 
 def _env_rows(env_name: str) -> list[str]:
-    factory = _REGISTRY[env_name.lower()]
+    factory = get_learning_env_factory(env_name)
     rows = []
     for name, parameter in _env_parameters(factory).items():
         if name in ENV_ARGUMENTS_OWNED_ELSEWHERE or name == "num_envs":
@@ -177,7 +177,7 @@ def reference_markdown() -> str:
         "",
     ]
     for env_name in get_registered_learning_env_names():
-        factory = _REGISTRY[env_name.lower()]
+        factory = get_learning_env_factory(env_name)
         where = f"{factory.__module__}.{factory.__qualname__}"
         lines += [
             f"### {env_name}",

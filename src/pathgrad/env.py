@@ -34,6 +34,7 @@ __all__ = [
     "DifferentiableVecEnv",
     "ScheduledDifferentiableVecEnv",
     "build_learning_env",
+    "get_learning_env_factory",
     "get_registered_learning_env_names",
     "register_learning_env",
 ]
@@ -124,6 +125,19 @@ def register_learning_env(
 def get_registered_learning_env_names() -> list[str]:
     """Names of the registered envs as registered, sorted case-insensitively."""
     return sorted((_DISPLAY_NAMES[key] for key in _REGISTRY), key=str.lower)
+
+
+def get_learning_env_factory(name: str) -> LearningEnvFactory:
+    """The factory registered as ``name`` (case-insensitive).
+
+    Raises:
+        ValueError: If ``name`` is not registered.
+    """
+    key = name.lower()
+    if key not in _REGISTRY:
+        available = ", ".join(get_registered_learning_env_names()) or "<none>"
+        raise ValueError(f"Learning environment '{name}' is not registered. Available: {available}")
+    return _REGISTRY[key]
 
 
 def build_learning_env(

@@ -29,7 +29,7 @@ from pathgrad.config import (
     trainer_config,
 )
 from pathgrad.differentiable_trainer import DifferentiableTrainer
-from pathgrad.env import _REGISTRY, build_learning_env
+from pathgrad.env import build_learning_env, get_learning_env_factory
 from pathgrad.policies import GaussianMLPPolicy
 
 __all__ = [
@@ -74,7 +74,7 @@ def new_run_dir(config: RunConfig, now: float | None = None) -> Path:
 def build_env(config: RunConfig, num_envs: int, seed: int) -> Any:
     """The configured env with ``num_envs`` rows; dtype and seed where the env takes them."""
     kwargs = env_kwargs(config)
-    accepted = _env_parameters(_REGISTRY[config.env.name.lower()])
+    accepted = _env_parameters(get_learning_env_factory(config.env.name))
     if "dtype" in accepted:
         kwargs["dtype"] = config.env.dtype
     elif config.env.dtype != "float32":
