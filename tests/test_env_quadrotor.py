@@ -40,26 +40,6 @@ def _angular_momentum(env: Quadrotor) -> torch.Tensor:
     return (env.state["rotation"] @ body[:, :, None])[:, :, 0]
 
 
-def test_seeded_reset_is_reproducible_and_seeds_differ():
-    env = Quadrotor(4, seed=1)
-    first, _ = env.reset(seed=7)
-    second, _ = env.reset(seed=7)
-    other, _ = env.reset(seed=8)
-    assert torch.equal(first, second)
-    assert not torch.equal(first, other)
-    assert first.shape == (4, 18) and first.dtype == torch.float32
-    assert env.single_observation_space.shape == (18,)
-    assert env.single_action_space.shape == (4,)
-    assert len(env.observation_normalize_mask) == 18
-    state = env.state
-    assert state["rotation"].shape == (4, 3, 3)
-    assert (state["target"].abs() <= 1.0).all() and (state["position"].abs() <= 0.1).all()
-    # Near level: small random tilt.
-    assert (state["rotation"][:, 2, 2] > 0.98).all()
-    obs64, _ = Quadrotor(2, dtype="float64").reset(seed=0)
-    assert obs64.dtype == F64
-
-
 def test_constructor_and_step_validation_and_registry():
     for name, value in [("mass", 0.0), ("dt", -1.0), ("arm_length", 0.0), ("thrust_range", 0.0)]:
         with pytest.raises(ValueError, match=f"{name} must be positive"):
@@ -217,41 +197,3 @@ def test_metrics_and_reward_of_the_stepped_state():
     expected = -torch.sqrt(torch.tensor([0.05**2, 1.0], dtype=F64) + 1e-4)
     assert torch.allclose(reward, expected)
     assert not terminated.any() and not truncated.any()
-
-
-def test_auto_reset_returns_finishing_reward_and_next_episode_observation():
-    env = Quadrotor(3, dtype="float64", max_episode_steps=2, seed=0)
-    env.reset(seed=3)
-    _, _, _, truncated, _ = env.step(torch.zeros(3, 4, dtype=F64))
-    assert not truncated.any()
-    before = {key: value.clone() for key, value in env.state.items()}
-    action = torch.full((3, 4), 0.3, dtype=F64, requires_grad=True)
-    obs, reward, terminated, truncated, info = env.step(action)
-    assert truncated.all() and not terminated.any()
-    stepped = env._dynamics(before, action)
-    assert torch.allclose(reward, env._reward(before, action, stepped))
-    assert torch.allclose(info["final_observation"], env._observe(stepped))
-    assert torch.allclose(obs, env._observe(env.state))
-    assert not torch.allclose(obs[:, :3], info["final_observation"][:, :3])
-    assert torch.equal(env.elapsed_steps, torch.zeros(3, dtype=torch.long))
-    (grad_final,) = torch.autograd.grad(info["final_observation"].sum(), action, retain_graph=True)
-    assert grad_final.abs().sum() > 0
-    (grad_reset,) = torch.autograd.grad(obs.sum(), action)
-    assert torch.equal(grad_reset, torch.zeros_like(action))
-
-
-def test_state_dict_round_trip_continues_identically():
-    env = Quadrotor(4, max_episode_steps=3, seed=0)
-    env.reset(seed=5)
-    env.step(torch.full((4, 4), 0.3))
-    state = env.state_dict()
-    actions = [torch.linspace(-0.5, 0.5, 16).reshape(4, 4) * i for i in range(5)]
-    expected = [env.step(action)[0] for action in actions]
-
-    restored = Quadrotor(4, max_episode_steps=3, seed=99)
-    restored.load_state_dict(state)
-    actual = [restored.step(action)[0] for action in actions]
-    for a, b in zip(actual, expected, strict=True):
-        assert torch.equal(a, b)
-    with pytest.raises(ValueError, match=r"env state entry 'position' has shape"):
-        Quadrotor(2).load_state_dict(state)

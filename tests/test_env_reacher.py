@@ -19,22 +19,6 @@ def _kinetic_energy(env: Reacher, state) -> torch.Tensor:
     return 0.5 * torch.einsum("ni,nij,nj->n", qd, env.mass_matrix(state["q"]), qd)
 
 
-def test_seeded_reset_is_reproducible_and_seeds_differ():
-    env = Reacher(4, seed=1)
-    first, _ = env.reset(seed=7)
-    second, _ = env.reset(seed=7)
-    other, _ = env.reset(seed=8)
-    assert torch.equal(first, second)
-    assert not torch.equal(first, other)
-    assert first.shape == (4, 10) and first.dtype == torch.float32
-    assert env.single_observation_space.shape == (10,)
-    assert env.single_action_space.shape == (2,)
-    env64 = Reacher(2, dtype="float64")
-    obs, _ = env64.reset(seed=0)
-    assert obs.dtype == F64 and env64.single_observation_space.dtype == "float64"
-    assert all(value.dtype == F64 for value in env64.state.values())
-
-
 def test_initial_states_and_targets_lie_in_the_documented_ranges():
     env = Reacher(4000, dtype="float64", seed=0)
     radius = env.state["target"].norm(dim=-1)
@@ -199,41 +183,3 @@ def test_kinetic_energy_is_conserved_without_damping_and_decays_with_it():
 def test_gradients_match_finite_differences(steps, max_episode_steps):
     env = Reacher(3, dtype="float64", max_episode_steps=max_episode_steps, seed=0)
     assert check_env_gradients(env, steps)
-
-
-def test_auto_reset_returns_finishing_reward_and_next_episode_observation():
-    env = Reacher(3, dtype="float64", max_episode_steps=2, seed=0)
-    env.reset(seed=3)
-    env.step(torch.zeros(3, 2, dtype=F64))
-    before = {key: value.clone() for key, value in env.state.items()}
-    action = torch.full((3, 2), 0.5, dtype=F64, requires_grad=True)
-    obs, reward, terminated, truncated, info = env.step(action)
-    assert truncated.all() and not terminated.any()
-    stepped = env._dynamics(before, action)
-    assert torch.allclose(reward, env._reward(before, action, stepped))
-    assert torch.allclose(info["final_observation"], env._observe(stepped))
-    # The returned observation is the new episode's first: it is the fresh state's.
-    assert torch.equal(obs, env._observe(env.state))
-    assert not torch.allclose(obs[:, 4:6], stepped["target"])
-    assert env.state["qd"].abs().max() <= 0.1
-    assert torch.equal(env.elapsed_steps, torch.zeros(3, dtype=torch.long))
-    (grad_final,) = torch.autograd.grad(info["final_observation"].sum(), action, retain_graph=True)
-    assert grad_final.abs().sum() > 0
-    (grad_reset,) = torch.autograd.grad(obs.sum(), action)
-    assert torch.equal(grad_reset, torch.zeros_like(action))
-
-
-def test_state_dict_round_trip_continues_identically():
-    env = Reacher(4, max_episode_steps=3, seed=0)
-    env.reset(seed=5)
-    env.step(torch.full((4, 2), 0.3))
-    state = env.state_dict()
-    expected = [env.step(torch.full((4, 2), 0.1 * i))[0] for i in range(5)]
-
-    restored = Reacher(4, max_episode_steps=3, seed=99)
-    restored.load_state_dict(state)
-    actual = [restored.step(torch.full((4, 2), 0.1 * i))[0] for i in range(5)]
-    for a, b in zip(actual, expected, strict=True):
-        assert torch.equal(a, b)
-    with pytest.raises(ValueError, match=r"env state entry 'q' has shape \(4, 2\), expected"):
-        Reacher(2).load_state_dict(state)

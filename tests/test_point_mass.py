@@ -9,16 +9,6 @@ from pathgrad.envs import PointMass
 from pathgrad.testing import check_env_gradients
 
 
-def test_seeded_reset_is_reproducible_and_seeds_differ():
-    env = PointMass(4, seed=1)
-    first, _ = env.reset(seed=7)
-    second, _ = env.reset(seed=7)
-    other, _ = env.reset(seed=8)
-    assert torch.equal(first, second)
-    assert not torch.equal(first, other)
-    assert first.shape == (4, 6) and first.dtype == torch.float32
-
-
 def test_float64_on_request_and_bad_dtype():
     env = PointMass(2, dtype="float64")
     obs, _ = env.reset(seed=0)
@@ -58,63 +48,10 @@ def test_dynamics_match_the_documented_equations():
     assert torch.allclose(info["metrics"]["final_distance"], (goal - position_next).norm(dim=-1))
 
 
-def test_auto_reset_returns_finishing_reward_and_next_episode_observation():
-    env = PointMass(3, dtype="float64", max_episode_steps=2, seed=0)
-    env.reset(seed=3)
-    env.step(torch.zeros(3, 2, dtype=torch.float64))
-    before = {key: value.clone() for key, value in env.state.items()}
-    action = torch.full((3, 2), 0.5, dtype=torch.float64, requires_grad=True)
-    obs, reward, terminated, truncated, info = env.step(action)
-    assert truncated.all() and not terminated.any()
-    stepped = env._dynamics(before, action)
-    assert torch.allclose(reward, env._reward(before, action, stepped))
-    assert torch.allclose(info["final_observation"], env._observe(stepped))
-    # The returned observation is the new episode's first: zero velocity, new start.
-    assert torch.equal(obs[:, 2:4], torch.zeros(3, 2, dtype=torch.float64))
-    assert not torch.allclose(obs[:, :2], stepped["position"])
-    assert torch.equal(env.elapsed_steps, torch.zeros(3, dtype=torch.long))
-    # final_observation stays graph-connected to the action; the reset rows do not.
-    (grad_final,) = torch.autograd.grad(info["final_observation"].sum(), action, retain_graph=True)
-    assert grad_final.abs().sum() > 0
-    (grad_reset,) = torch.autograd.grad(obs.sum(), action)
-    assert torch.equal(grad_reset, torch.zeros_like(action))
-
-
 @pytest.mark.parametrize(("steps", "episode"), [(1, 100), (5, 100), (5, 3)])
 def test_gradcheck_reward_and_observation_in_action_and_initial_state(steps, episode):
     env = PointMass(3, dtype="float64", max_episode_steps=episode, seed=0)
     assert check_env_gradients(env, steps, seed=1)
-
-
-def test_detach_state_cuts_the_graph_and_keeps_the_episode():
-    env = PointMass(2, seed=0)
-    env.reset(seed=0)
-    action = torch.ones(2, 2, requires_grad=True)
-    obs, *_ = env.step(action)
-    assert obs.requires_grad
-    elapsed = env.elapsed_steps.clone()
-    detached = env.detach_state()
-    assert not detached.requires_grad
-    assert torch.equal(detached, obs.detach())
-    assert torch.equal(env.elapsed_steps, elapsed)
-
-
-def test_state_dict_round_trip_continues_identically():
-    env = PointMass(4, max_episode_steps=3, seed=0)
-    env.reset(seed=5)
-    env.step(torch.full((4, 2), 0.3))
-    state = env.state_dict()
-    expected = [env.step(torch.full((4, 2), 0.1 * i))[0] for i in range(5)]
-
-    restored = PointMass(4, max_episode_steps=3, seed=99)
-    restored.load_state_dict(state)
-    actual = [restored.step(torch.full((4, 2), 0.1 * i))[0] for i in range(5)]
-    for a, b in zip(actual, expected, strict=True):
-        assert torch.equal(a, b)
-    with pytest.raises(
-        ValueError, match=r"env state entry 'position' has shape \(4, 2\), expected \(2, 2\)"
-    ):
-        PointMass(2).load_state_dict(state)
 
 
 def test_obstacle_penalty_matches_a_hand_computation_and_reports_penetration():

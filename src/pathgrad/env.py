@@ -148,8 +148,4 @@ def build_learning_env(
     Raises:
         ValueError: If ``name`` is not registered.
     """
-    key = name.lower()
-    if key not in _REGISTRY:
-        available = ", ".join(get_registered_learning_env_names()) or "<none>"
-        raise ValueError(f"Learning environment '{name}' is not registered. Available: {available}")
-    return _REGISTRY[key](num_envs=num_envs, device=torch.device(device), **cfg)
+    return get_learning_env_factory(name)(num_envs=num_envs, device=torch.device(device), **cfg)
