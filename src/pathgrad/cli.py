@@ -126,13 +126,14 @@ def _run_training(
         quiet=quiet,
     )
     trainer.callbacks[:] = [metrics, progress]
-    status, code = "completed", 0
+    status, code = "failed", 1  # until training returns or a signal stops it
     try:
         with _signals_raise():
             trainer.train(**budget)
             last_eval = trainer.last_eval_metrics.get("global_step")
             if trainer.eval_env is not None and last_eval != trainer.global_step:
                 trainer.evaluate()  # the final policy gets an evaluation too
+        status, code = "completed", 0
     except KeyboardInterrupt:
         status, code = "interrupted", EXIT_SIGINT
     except Terminated:
