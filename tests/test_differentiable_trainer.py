@@ -51,6 +51,7 @@ CFG_ERRORS = [
     ({"best_eval_mode": "best"}, "best_eval_mode must be 'min' or 'max'."),
     ({"num_eval_episodes": 0}, "num_eval_episodes must be positive."),
     ({"experiment_name": ""}, "experiment_name must not be empty."),
+    ({"state_gradient_decay": 0.0}, "state_gradient_decay must be in (0, 1]."),
 ]
 
 
@@ -63,6 +64,22 @@ def test_config_errors_on_construction_and_in_the_trainer(changes, message):
         setattr(cfg, key, value)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         scalar_trainer(cfg)
+
+
+def test_stabilizer_settings_reach_the_env_and_the_metrics(tmp_path):
+    trainer = build_point_mass_trainer(
+        tmp_path,
+        action_adjoint_max_norm=0.0,
+        record_gradient_health=True,
+        state_gradient_decay=0.5,
+    )
+    assert trainer.env.state_gradient_decay == 0.5
+    metrics = trainer.train(total_updates=1)["last_train_metrics"]
+    assert metrics["train/action_adjoint_preclip_max_norm"] > 0
+    assert metrics["train/action_adjoint_clipped_fraction"] == 0.0  # recorded, not clipped
+    assert metrics["train/action_adjoint_nonfinite_fraction"] == 0.0
+    with pytest.raises(ValueError, match="state_gradient_decay needs an env"):
+        scalar_trainer(DifferentiableTrainerCfg(state_gradient_decay=0.5))
 
 
 def test_trainer_requires_the_same_policy_and_device():

@@ -48,3 +48,13 @@ def test_merge_combines_accumulators():
     assert merged["action_adjoint_preclip_max_norm"] == pytest.approx(5.0)
     assert merged["action_adjoint_clipped_fraction"] == pytest.approx(2 / 3)
     assert merged["action_adjoint_nonfinite_fraction"] == pytest.approx(1 / 3)
+
+
+def test_statistics_without_clipping_leave_the_adjoint_unchanged():
+    gradient = torch.tensor([[3.0, 4.0], [float("nan"), 0.0]])
+    stats = BatchedGradientNormStats("cpu")
+    assert clip_batched_gradient_norm(gradient, 0.0, stats) is gradient
+    metrics = stats.metrics()
+    assert metrics["action_adjoint_preclip_max_norm"] == pytest.approx(5.0)
+    assert metrics["action_adjoint_clipped_fraction"] == 0.0
+    assert metrics["action_adjoint_nonfinite_fraction"] == pytest.approx(0.5)

@@ -96,3 +96,30 @@ def test_starts_and_goals_are_pushed_out_of_obstacles():
         PointMass(1, obstacles=[(0.0, 0.0, -1.0)])
     with pytest.raises(ValueError, match="obstacle_cost cannot be negative"):
         PointMass(1, obstacle_cost=-1.0)
+
+
+def test_state_gradient_decay_scales_the_adjoint_as_computed_by_hand():
+    def reward_gradients(decay: float) -> list[torch.Tensor]:
+        env = PointMass(2, dtype="float64", obstacles=[], seed=0)
+        env.state_gradient_decay = decay
+        env.reset(seed=0)
+        first_action = torch.full((2, 2), 0.3, dtype=torch.float64, requires_grad=True)
+        rewards = [env.step(first_action)[1]]
+        for _ in range(3):
+            rewards.append(env.step(torch.zeros(2, 2, dtype=torch.float64))[1])
+        return [torch.autograd.grad(r.sum(), first_action, retain_graph=True)[0] for r in rewards]
+
+    exact, decayed = reward_gradients(1.0), reward_gradients(0.4)
+    for steps_later, (g_exact, g_decayed) in enumerate(zip(exact, decayed, strict=True)):
+        # The action reaches the reward k steps later through k carried states.
+        assert torch.allclose(g_decayed, 0.4**steps_later * g_exact, rtol=1e-12)
+    assert exact[3].abs().sum() > 0
+    # The forward pass is unchanged.
+    env = PointMass(2, dtype="float64", seed=0)
+    env.state_gradient_decay = 0.4
+    env.reset(seed=0)
+    reference = PointMass(2, dtype="float64", seed=0)
+    reference.reset(seed=0)
+    action = torch.full((2, 2), 0.3, dtype=torch.float64, requires_grad=True)
+    for _ in range(3):
+        assert torch.equal(env.step(action)[0], reference.step(action)[0])

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import torch
 
+from pathgrad.state_checks import check_state_shapes
+
 if TYPE_CHECKING:
     from pathgrad.differentiable_trainer import DifferentiableTrainer
 
@@ -193,37 +195,6 @@ def _save(
     return str(path)
 
 
-def _check_shapes(entry: str, saved: Mapping[str, Any], current: Mapping[str, Any]) -> None:
-    """Raise ``ValueError`` naming the first entry whose keys or shapes differ."""
-    missing = sorted(set(current) - set(saved))
-    unexpected = sorted(set(saved) - set(current))
-    if missing or unexpected:
-        raise ValueError(
-            f"Checkpoint {entry} does not match: missing entries {missing}, "
-            f"unexpected entries {unexpected}."
-        )
-    for key, value in current.items():
-        if isinstance(value, torch.Tensor):
-            saved_shape = tuple(saved[key].shape)
-            if saved_shape != tuple(value.shape):
-                raise ValueError(
-                    f"Checkpoint entry '{entry}.{key}' has shape {saved_shape}, "
-                    f"but the {entry} has shape {tuple(value.shape)}."
-                )
-
-
-def _check_optimizer(saved: Mapping[str, Any], optimizer: torch.optim.Optimizer) -> None:
-    saved_groups = saved["param_groups"]
-    groups = optimizer.param_groups
-    saved_sizes = [len(group["params"]) for group in saved_groups]
-    sizes = [len(group["params"]) for group in groups]
-    if saved_sizes != sizes:
-        raise ValueError(
-            f"Checkpoint entry 'algorithm.optimizer' has parameter groups of sizes "
-            f"{saved_sizes}, but the optimizer has {sizes}."
-        )
-
-
 def _check_component(
     entry: str, saved: Mapping[str, Any] | None, component: Any, setting: str
 ) -> None:
@@ -244,15 +215,15 @@ def _load(
     if resume_scheduler not in ("restore", "restart"):
         raise ValueError("resume_scheduler must be 'restore' or 'restart'.")
     checkpoint = read_checkpoint(path)
-    _check_shapes("policy", checkpoint["policy"], trainer.policy.state_dict())
-    _check_optimizer(checkpoint["algorithm"]["optimizer"], trainer.algorithm.optimizer)
+    check_state_shapes("policy", checkpoint["policy"], trainer.policy.state_dict())
+    trainer.algorithm.validate_state_dict(checkpoint["algorithm"])
     saved_normalizer = checkpoint.get("observation_normalizer")
     normalizer = trainer.observation_normalizer
     _check_component(
         "observation_normalizer", saved_normalizer, normalizer, "observation normalizer"
     )
     if saved_normalizer is not None:
-        _check_shapes("observation_normalizer", saved_normalizer, normalizer.state_dict())
+        check_state_shapes("observation_normalizer", saved_normalizer, normalizer.state_dict())
     envs = [("env", trainer.env), ("eval_env", trainer.eval_env)]
     backups = {name: _optional_state(env) for name, env in envs if env is not None}
     try:

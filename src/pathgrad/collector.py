@@ -117,6 +117,8 @@ class DifferentiableCollector:
         action_adjoint_max_norm: If positive, a backward hook clips each env's
             adjoint of the action to this L2 norm and records
             :class:`BatchedGradientNormStats` in the rollout.
+        record_action_adjoint_stats: Record the statistics (the gradient-health
+            record) even without clipping.
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class DifferentiableCollector:
         observation_normalizer: RunningObservationNormalizer | None = None,
         clip_actions_to_space: bool = False,
         action_adjoint_max_norm: float = 0.0,
+        record_action_adjoint_stats: bool = False,
     ) -> None:
         if action_adjoint_max_norm < 0.0:
             raise ValueError("action_adjoint_max_norm cannot be negative.")
@@ -137,6 +140,7 @@ class DifferentiableCollector:
         self.observation_normalizer = observation_normalizer
         self.clip_actions_to_space = bool(clip_actions_to_space)
         self.action_adjoint_max_norm = float(action_adjoint_max_norm)
+        self.record_action_adjoint_stats = bool(record_action_adjoint_stats)
         self._observation: torch.Tensor | None = None
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         if self.clip_actions_to_space:
@@ -179,7 +183,9 @@ class DifferentiableCollector:
         assert self._observation is not None
         initial_observation = self._observation
         stats = (
-            BatchedGradientNormStats(self.device) if self.action_adjoint_max_norm > 0.0 else None
+            BatchedGradientNormStats(self.device)
+            if self.action_adjoint_max_norm > 0.0 or self.record_action_adjoint_stats
+            else None
         )
         transitions = []
         observation = initial_observation

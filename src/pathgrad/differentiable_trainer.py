@@ -52,6 +52,12 @@ class DifferentiableTrainerCfg:
         deterministic_actions: Use the policy mean during training.
         clip_actions_to_space: Clamp actions to the action space bounds.
         action_adjoint_max_norm: Per-env clip of the action adjoint (0: off).
+        record_gradient_health: Record the action adjoint's mean and largest
+            norm across the window and its fraction of non-finite rows every
+            update (``train/action_adjoint_*``), without clipping.
+        state_gradient_decay: Factor in (0, 1] applied to the carried env
+            state's adjoint at every step (1: off); needs an env with a
+            ``state_gradient_decay`` attribute (the built-in envs).
         normalize_observations: Keep a running observation normalizer.
         rollout_seed: Seed of the first complete rollout's reset.
         checkpoint_dir: Folder of checkpoints and their index.
@@ -72,6 +78,8 @@ class DifferentiableTrainerCfg:
     deterministic_actions: bool = False
     clip_actions_to_space: bool = False
     action_adjoint_max_norm: float = 0.0
+    record_gradient_health: bool = False
+    state_gradient_decay: float = 1.0
     normalize_observations: bool = False
     rollout_seed: int | None = None
     checkpoint_dir: str = "outputs/checkpoints"
@@ -101,6 +109,8 @@ class DifferentiableTrainerCfg:
             raise ValueError("gradient_accumulation_steps must be positive.")
         if self.action_adjoint_max_norm < 0.0:
             raise ValueError("action_adjoint_max_norm cannot be negative.")
+        if not 0.0 < self.state_gradient_decay <= 1.0:
+            raise ValueError("state_gradient_decay must be in (0, 1].")
         if self.save_frequency_updates < 0:
             raise ValueError("save_frequency_updates cannot be negative.")
         if self.eval_frequency_steps < 0:
@@ -147,6 +157,18 @@ class DifferentiableTrainer:
             raise ValueError("Trainer and APG must reference the same policy instance.")
         if torch.device(env.device) != algorithm.device:
             raise ValueError("Environment and APG must use the same device.")
+        modes = getattr(algorithm, "rollout_modes", ("segmented", "complete"))
+        if cfg.rollout_mode not in modes:
+            raise ValueError(
+                f"{type(algorithm).__name__} supports rollout_mode {list(modes)}, "
+                f"not '{cfg.rollout_mode}'."
+            )
+        if cfg.state_gradient_decay != 1.0:
+            if not hasattr(env, "state_gradient_decay"):
+                raise ValueError(
+                    "state_gradient_decay needs an env with a state_gradient_decay attribute."
+                )
+            env.state_gradient_decay = cfg.state_gradient_decay
         self._wandb = _import_wandb() if cfg.use_wandb else None
         self.cfg = cfg
         self.update_horizon = cfg.resolved_update_horizon
@@ -169,6 +191,10 @@ class DifferentiableTrainer:
             observation_normalizer=observation_normalizer,
             clip_actions_to_space=cfg.clip_actions_to_space,
             action_adjoint_max_norm=cfg.action_adjoint_max_norm,
+            record_action_adjoint_stats=cfg.record_gradient_health,
+        )
+        algorithm.observation_transform = (
+            observation_normalizer.normalize if observation_normalizer is not None else None
         )
         self.global_step = 0
         self.num_updates = 0

@@ -87,7 +87,8 @@ def clip_batched_gradient_norm(
 
     Args:
         gradient: Adjoint with a leading batch dimension.
-        max_norm: Largest row norm; zero returns ``gradient`` unchanged.
+        max_norm: Largest row norm; zero returns ``gradient`` unchanged (after
+            recording statistics if ``stats`` is given).
         stats: Accumulator of pre-clip statistics, updated on the device.
 
     Returns:
@@ -98,7 +99,7 @@ def clip_batched_gradient_norm(
     """
     if max_norm < 0.0:
         raise ValueError("max_norm cannot be negative.")
-    if max_norm == 0.0:
+    if max_norm == 0.0 and stats is None:
         return gradient
     if gradient.ndim < 2:
         raise ValueError("gradient must have a leading batch dimension.")
@@ -108,7 +109,9 @@ def clip_batched_gradient_norm(
     peak = safe_rows.abs().amax(dim=1).clamp_min(torch.finfo(rows.dtype).tiny)
     norms = peak * (safe_rows / peak.unsqueeze(1)).norm(dim=1)
     if stats is not None:
-        stats.record(norms.detach(), finite, max_norm)
+        stats.record(norms.detach(), finite, max_norm if max_norm > 0.0 else float("inf"))
+    if max_norm == 0.0:
+        return gradient  # statistics only: the adjoint passes unchanged
     scale = (max_norm / norms.clamp_min(torch.finfo(rows.dtype).tiny)).clamp(max=1.0)
     clipped = safe_rows * scale.unsqueeze(1)
     return clipped.reshape(gradient.shape)

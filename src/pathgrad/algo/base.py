@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 import torch
 
 from pathgrad.algo.schedules import LearningRateSchedule, build_optimizer
+from pathgrad.state_checks import check_optimizer_groups
 from pathgrad.utils import AlgorithmCfg, LRSchedulerCfg
 
 __all__ = ["BaseAlgorithm", "RolloutKind"]
@@ -31,6 +32,9 @@ class BaseAlgorithm(ABC, Generic[RolloutT]):
 
     device: torch.device
     rollout_kind = RolloutKind.STANDARD
+    rollout_modes: tuple[str, ...] = ("segmented", "complete")
+    # Set by the trainer: the observation normalizer's ``normalize`` (or None).
+    observation_transform: Any = None
     optimizer: torch.optim.Optimizer
     lr_schedule: LearningRateSchedule
     _lr_scheduler_cfg: LRSchedulerCfg
@@ -105,6 +109,10 @@ class BaseAlgorithm(ABC, Generic[RolloutT]):
             "optimizer": self.optimizer.state_dict(),
             "lr_schedule": self.lr_schedule.state_dict(),
         }
+
+    def validate_state_dict(self, state: dict[str, Any]) -> None:
+        """Raise ``ValueError`` if ``state`` does not fit this algorithm (nothing changes)."""
+        check_optimizer_groups("algorithm.optimizer", state["optimizer"], self.optimizer)
 
     def load_state_dict(self, state: dict[str, Any], *, resume_scheduler: str = "restore") -> None:
         """Restore optimizer state; restore or restart the learning-rate curve.

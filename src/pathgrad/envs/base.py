@@ -33,6 +33,8 @@ class BatchedDifferentiableEnv(ABC):
     ``[N, ...]`` tensors; this class batches them, auto-resets finished rows
     inside :meth:`step` (``torch.where``, no host synchronisation), truncates
     at ``max_episode_steps``, and saves state and generator for exact resume.
+    With ``state_gradient_decay`` below 1, the adjoint of the carried state is
+    multiplied by it at every step (a stabilizer for long backpropagation).
 
     Args:
         num_envs: Number of parallel envs.
@@ -46,6 +48,8 @@ class BatchedDifferentiableEnv(ABC):
     action_dim: int
     default_max_episode_steps: int
     observation_normalize_mask: list[bool] | None = None
+    # Factor applied to the carried state's adjoint at every step (1: exact gradient).
+    state_gradient_decay: float = 1.0
 
     def __init__(
         self,
@@ -125,8 +129,14 @@ class BatchedDifferentiableEnv(ABC):
                 f"got {tuple(action.shape)}."
             )
         action = action.to(device=self.device, dtype=self.dtype)
-        next_state = self._dynamics(self.state, action)
-        reward = self._reward(self.state, action, next_state)
+        state = self.state
+        if self.state_gradient_decay != 1.0:
+            state = {
+                key: _decay_gradient(value, self.state_gradient_decay)
+                for key, value in state.items()
+            }
+        next_state = self._dynamics(state, action)
+        reward = self._reward(state, action, next_state)
         terminated = self._terminated(next_state)
         self.elapsed_steps = self.elapsed_steps + 1
         truncated = self.elapsed_steps >= self.max_episode_steps
@@ -184,6 +194,15 @@ class BatchedDifferentiableEnv(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release here
         """Release resources (none are held)."""
+
+
+def _decay_gradient(value: torch.Tensor, factor: float) -> torch.Tensor:
+    """``value`` exactly, with the gradient flowing back through it multiplied by ``factor``."""
+    if not value.requires_grad:
+        return value
+    passed = value.view_as(value)
+    passed.register_hook(lambda gradient: gradient * factor)
+    return passed
 
 
 def _rows(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
