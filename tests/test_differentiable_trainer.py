@@ -253,6 +253,28 @@ def test_an_interrupted_update_leaves_no_trace(tmp_path, mode):
     assert list(trainer.ret_window) == list(reference.ret_window)
 
 
+def test_an_interrupt_during_the_optimizer_step_waits_for_the_step_to_be_recorded(tmp_path):
+    reference = build_point_mass_trainer(tmp_path / "a")
+    reference.train(total_updates=3)
+    trainer = build_point_mass_trainer(tmp_path / "b")
+    finish = trainer.algorithm.finish_update
+
+    def finish_with_a_signal():
+        trainer.request_interrupt(KeyboardInterrupt)  # as the CLI's signal handler does
+        return finish()
+
+    trainer.algorithm.finish_update = finish_with_a_signal
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(total_updates=3)
+    assert trainer.num_updates == 1 and trainer.global_step == 32  # the step was recorded
+    trainer.algorithm.finish_update = finish
+    trainer.train(total_updates=3)
+    for name, value in learning_state(reference).items():
+        assert torch.equal(value, learning_state(trainer)[name]), name
+    with pytest.raises(KeyboardInterrupt):
+        trainer.request_interrupt(KeyboardInterrupt)  # outside a step: at once
+
+
 @pytest.mark.parametrize("mode", ["segmented", "complete"])
 def test_resume_in_a_fresh_process_equals_uninterrupted_training(tmp_path, mode):
     def run(phase, directory, updates):

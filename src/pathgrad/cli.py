@@ -51,15 +51,15 @@ class Terminated(BaseException):
     """Raised in the main thread when SIGTERM arrives."""
 
 
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
 @contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    """SIGINT raises KeyboardInterrupt and SIGTERM raises Terminated, inside the block."""
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
+def _signals_raise(trainer: Any) -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt and SIGTERM Terminated, between optimizer steps."""
+
+    def handler(signum: int, frame: Any) -> None:
+        trainer.request_interrupt(KeyboardInterrupt if signum == signal.SIGINT else Terminated)
+
+    previous_int = signal.signal(signal.SIGINT, handler)
+    previous_term = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
@@ -128,7 +128,7 @@ def _run_training(
     trainer.callbacks[:] = [metrics, progress]
     status, code = "failed", 1  # until training returns or a signal stops it
     try:
-        with _signals_raise():
+        with _signals_raise(trainer):
             trainer.train(**budget)
             last_eval = trainer.last_eval_metrics.get("global_step")
             if trainer.eval_env is not None and last_eval != trainer.global_step:

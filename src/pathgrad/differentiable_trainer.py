@@ -211,6 +211,8 @@ class DifferentiableTrainer:
         self._rollout_index = 0
         self.callbacks: list[Callable[[str, dict[str, float]], None]] = []
         self.checkpoint_extra: dict[str, Any] = {}
+        self.in_critical_section = False
+        self._deferred_interrupt: type[BaseException] | None = None
 
     @property
     def ret_window(self) -> deque[float]:
@@ -270,13 +272,32 @@ class DifferentiableTrainer:
                         update_steps = min(self.update_horizon, remaining_vector_steps)
                     collected_steps, metrics = self._segmented_update(update_steps)
             except BaseException:
+                self.in_critical_section = False
                 self._restore_pre_update_snapshot(snapshot)
                 raise
             self.global_step += collected_steps * self.env.num_envs
             self.num_updates += 1
+            self._leave_critical_section()
             self._record_update(metrics)
             self._evaluate_and_save()
         return self.get_summary()
+
+    def request_interrupt(self, exception: type[BaseException]) -> None:
+        """Raise ``exception`` now, or at the end of the optimizer step if one is running.
+
+        For signal handlers: an interrupt never splits an optimizer step from
+        the counters that record it, so the run stays exactly resumable.
+        """
+        if self.in_critical_section:
+            self._deferred_interrupt = exception
+            return
+        raise exception()
+
+    def _leave_critical_section(self) -> None:
+        self.in_critical_section = False
+        deferred, self._deferred_interrupt = self._deferred_interrupt, None
+        if deferred is not None:
+            raise deferred()
 
     def _pre_update_snapshot(self) -> dict[str, Any]:
         """What an update changes besides the optimizer, to undo an interrupted one."""
@@ -352,6 +373,7 @@ class DifferentiableTrainer:
                 self._update_observation_normalizer(rollout)
                 self.collector.detach_state()
                 collected_steps += rollout.num_steps
+            self.in_critical_section = True
             return collected_steps, self.algorithm.finish_update()
         except BaseException:
             self.algorithm.cancel_update()
@@ -384,6 +406,7 @@ class DifferentiableTrainer:
                 for key, value in spec.metadata.items():
                     metadata.setdefault(str(key), []).append(float(value))
                 self._rollout_index += 1
+            self.in_critical_section = True
             metrics = self.algorithm.finish_update()
         except BaseException:
             self.algorithm.cancel_update()
