@@ -144,10 +144,16 @@ def relative_error(actual: Sequence[torch.Tensor], expected: Sequence[torch.Tens
 
 
 def build_point_mass_trainer(
-    checkpoint_dir, *, num_envs: int = 4, seed: int = 0, dtype: str = "float32", **overrides
+    checkpoint_dir,
+    *,
+    num_envs: int = 4,
+    seed: int = 0,
+    dtype: str = "float32",
+    algorithm: str = "apg",
+    **overrides,
 ):
     """A small, fully seeded PointMass trainer with every optional part switched on."""
-    from pathgrad.algo import APG, APGCfg
+    from pathgrad.algo import APG, SHAC, APGCfg, SHACCfg
     from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
     from pathgrad.envs import PointMass
     from pathgrad.policies import GaussianMLPPolicy
@@ -156,7 +162,8 @@ def build_point_mass_trainer(
     env = PointMass(num_envs, max_episode_steps=10, seed=seed, dtype=dtype)
     eval_env = PointMass(2, max_episode_steps=10, seed=seed + 1, dtype=dtype)
     policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
-    algorithm_cfg = overrides.pop("algorithm_cfg", None) or APGCfg(
+    cfg_type = SHACCfg if algorithm == "shac" else APGCfg
+    algorithm_cfg = overrides.pop("algorithm_cfg", None) or cfg_type(
         optimizer={"name": "adam", "learning_rate": 1e-2},
         lr_scheduler={"name": "linear", "kwargs": {"total_iters": 40, "end_factor": 0.5}},
     )
@@ -172,17 +179,26 @@ def build_point_mass_trainer(
         "eval_seed": 7,
     }
     cfg = DifferentiableTrainerCfg(**{**settings, **overrides})
-    algorithm = APG(algorithm_cfg, policy)
-    return DifferentiableTrainer(cfg, env, policy, algorithm, eval_env=eval_env)
+    if algorithm == "shac":
+        learner = SHAC(algorithm_cfg, policy, observation_dim=6)
+    else:
+        learner = APG(algorithm_cfg, policy)
+    return DifferentiableTrainer(cfg, env, policy, learner, eval_env=eval_env)
 
 
 def learning_state(trainer) -> dict[str, torch.Tensor]:
     """Every tensor that defines where training stands, flattened by name."""
     state = {f"policy.{k}": v for k, v in trainer.policy.state_dict().items()}
-    optimizer = trainer.algorithm.optimizer.state_dict()["state"]
-    for index, values in optimizer.items():
-        for name, value in values.items():
-            state[f"optimizer.{index}.{name}"] = torch.as_tensor(value)
+    optimizers = {"optimizer": trainer.algorithm.optimizer}
+    if hasattr(trainer.algorithm, "critic"):
+        optimizers["critic_optimizer"] = trainer.algorithm.critic_optimizer
+        for name in ("critic", "target_critic"):
+            module = getattr(trainer.algorithm, name)
+            state.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
+    for label, optimizer in optimizers.items():
+        for index, values in optimizer.state_dict()["state"].items():
+            for name, value in values.items():
+                state[f"{label}.{index}.{name}"] = torch.as_tensor(value)
     if trainer.observation_normalizer is not None:
         for name in ("mean", "var", "count"):
             state[f"normalizer.{name}"] = getattr(trainer.observation_normalizer, name)

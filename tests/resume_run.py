@@ -1,6 +1,6 @@
 """Run one phase of the exact-resume test in its own process.
 
-Usage: python resume_run.py MODE PHASE DIR UPDATES
+Usage: python resume_run.py MODE PHASE DIR UPDATES (MODE: segmented, complete or shac)
   full:   train UPDATES updates, save the learning state to DIR/full.pt
   first:  train UPDATES updates, save a checkpoint to DIR/checkpoints
   second: load the latest checkpoint, train to UPDATES, save DIR/resumed.pt
@@ -17,6 +17,7 @@ from helpers import build_point_mass_trainer, learning_state
 
 MODE_SETTINGS = {
     "segmented": {},
+    "shac": {"algorithm": "shac", "update_horizon": 4},
     "complete": {
         "rollout_mode": "complete",
         "update_horizon": 6,

@@ -240,6 +240,11 @@ MALFORMED = [
     ("eval:\n  episodes: 0\n", "eval.episodes: input should be greater than 0"),
     ("logging:\n  wandb: yes please\n", "logging.wandb: input should be a valid boolean"),
     ("- just\n- a list\n", "must hold a mapping of sections"),
+    (
+        "algorithm:\n  name: shac\ntrainer:\n  rollout_mode: complete\n",
+        "SHAC supports rollout_mode",
+    ),
+    ("algorithm:\n  name: shac\n  cfg:\n    lam: 2.0\n", "algorithm.cfg: lam must be in [0, 1]"),
     ("trainer:\n  seed: [1\n", "YAML syntax error in"),
 ]
 
@@ -319,3 +324,10 @@ def test_configuration_reference_is_up_to_date():
     for section, values in config.items():
         for key in values:
             assert f"`{section}.{key}`" in generated
+
+
+def test_shac_trains_through_the_command_line(tmp_path):
+    pathgrad("train", "algorithm.name=shac", "algorithm.cfg.critic_epochs=2", *FAST, cwd=tmp_path)
+    records = train_records(only_run(tmp_path))
+    assert len(records) == 6 and all(r["train/value_loss"] is not None for r in records)
+    assert "train/explained_variance" in records[-1]

@@ -275,7 +275,7 @@ def test_an_interrupt_during_the_optimizer_step_waits_for_the_step_to_be_recorde
         trainer.request_interrupt(KeyboardInterrupt)  # outside a step: at once
 
 
-@pytest.mark.parametrize("mode", ["segmented", "complete"])
+@pytest.mark.parametrize("mode", ["segmented", "complete", "shac"])
 def test_resume_in_a_fresh_process_equals_uninterrupted_training(tmp_path, mode):
     def run(phase, directory, updates):
         subprocess.run(

@@ -3,11 +3,14 @@
 from pathgrad import envs  # noqa: F401  (registers the built-in environments)
 from pathgrad.algo import (
     APG,
+    SHAC,
     APGCfg,
     BaseAlgorithm,
     RolloutKind,
+    SHACCfg,
     complete_discounted_return,
     segmented_discounted_return,
+    td_lambda_targets,
 )
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint, read_index
 from pathgrad.collector import (
@@ -59,6 +62,8 @@ __all__ = [
     "Policy",
     "RolloutKind",
     "RunningObservationNormalizer",
+    "SHAC",
+    "SHACCfg",
     "ScheduledDifferentiableVecEnv",
     "build_learning_env",
     "clip_batched_gradient_norm",
@@ -72,4 +77,5 @@ __all__ = [
     "register_learning_env",
     "scheduler_needs_horizon",
     "segmented_discounted_return",
+    "td_lambda_targets",
 ]

@@ -119,9 +119,9 @@ def build_run(config: RunConfig, run_dir: Path) -> RunObjects:
         else None
     )
     policy = build_policy(config, env)
-    algorithm_type, _ = get_algorithm(config.algorithm.name)
+    build_algorithm, _ = get_algorithm(config.algorithm.name)
     try:
-        algorithm = algorithm_type(algorithm_config(config), policy)
+        algorithm = build_algorithm(algorithm_config(config), policy, env)
         trainer = DifferentiableTrainer(
             trainer_config(config, run_dir / "checkpoints"),
             env,

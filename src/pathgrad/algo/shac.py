@@ -87,7 +87,7 @@ class SHACCfg(APGCfg):
     """
 
     lam: float = 0.95
-    critic_hidden_sizes: tuple[int, ...] = (64, 64)
+    critic_hidden_sizes: list[int] = [64, 64]
     critic_activation: str = "elu"
     critic_optimizer: OptimizerCfg = OptimizerCfg(learning_rate=2e-3)
     critic_epochs: int = 16

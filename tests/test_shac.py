@@ -1,0 +1,117 @@
+"""SHAC: TD(lambda) targets, the bootstrapped actor objective, critic, checkpoints."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import LinearPolicy, ScalarEnv, build_point_mass_trainer
+from pathgrad.algo import SHAC, SHACCfg, td_lambda_targets
+from pathgrad.collector import DifferentiableCollector
+from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+
+
+def test_td_lambda_targets_with_a_termination_and_a_truncation_inside_the_window():
+    rewards = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+    next_values = torch.tensor([[10.0, 20.0], [30.0, 40.0], [50.0, 60.0], [70.0, 80.0]])
+    terminated = torch.tensor([[False, False], [True, False], [False, False], [False, False]])
+    dones = torch.tensor([[False, False], [True, False], [False, True], [False, False]])
+    targets = td_lambda_targets(rewards, next_values, terminated, dones, gamma=0.9, lam=0.5)
+    # env 0 terminates at t=1 (no value after it); env 1 is truncated at t=2
+    # (bootstrap from the pre-reset value 60); both windows end at t=3.
+    env0 = [1 + 0.9 * (0.5 * 10 + 0.5 * 3), 3.0, 5 + 0.9 * (0.5 * 50 + 0.5 * 70), 7 + 0.9 * 70]
+    env1_t2 = 6 + 0.9 * 60
+    env1_t1 = 4 + 0.9 * (0.5 * 40 + 0.5 * env1_t2)
+    env1 = [2 + 0.9 * (0.5 * 20 + 0.5 * env1_t1), env1_t1, env1_t2, 8 + 0.9 * 80]
+    assert targets[:, 0].tolist() == pytest.approx(env0)
+    assert targets[:, 1].tolist() == pytest.approx(env1)
+    one_step = td_lambda_targets(rewards, next_values, terminated, dones, gamma=0.9, lam=0.0)
+    assert one_step[0].tolist() == pytest.approx([1 + 0.9 * 10, 2 + 0.9 * 20])
+
+
+class TerminatingScalarEnv(ScalarEnv):
+    """A ScalarEnv whose episodes terminate (instead of being truncated)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, truncated, torch.zeros_like(truncated), info
+
+
+def identity_critic_shac(policy, gamma: float) -> SHAC:
+    cfg = SHACCfg(
+        gamma=gamma, critic_hidden_sizes=[], optimizer={"name": "sgd", "learning_rate": 0.1}
+    )
+    shac = SHAC(cfg, policy, observation_dim=1)
+    with torch.no_grad():  # V(x) = x
+        shac.target_critic[0].weight.fill_(1.0)
+        shac.target_critic[0].bias.zero_()
+    return shac
+
+
+@pytest.mark.parametrize("terminating", [False, True])
+def test_objective_bootstraps_the_pre_reset_observation_and_not_after_termination(terminating):
+    # x' = (1 + w) x, r = -x'^2, episodes of 2 steps, a window of 3 steps.
+    w, gamma, x0 = 0.5, 0.9, 1.0
+    env = (TerminatingScalarEnv if terminating else ScalarEnv)([x0], episode_steps=2)
+    policy = LinearPolicy(w)
+    shac = identity_critic_shac(policy, gamma)
+    rollout = DifferentiableCollector(env, policy, "cpu").collect(3)
+    shac.begin_update()
+    shac.accumulate_segment(rollout)
+    x1, x2, x3 = x0 * 1.5, x0 * 1.5**2, x0 * 1.5  # x2 is the pre-reset state
+    end_value = 0.0 if terminating else gamma * x2
+    expected = ((-(x1**2)) + gamma * (-(x2**2) + end_value) + (-(x3**2) + gamma * x3)) / 3
+    metrics = shac.finish_update()
+    assert metrics["objective"] == pytest.approx(expected)
+    assert {"value_loss", "explained_variance", "critic_learning_rate"} <= set(metrics)
+
+
+def test_bootstrap_gradient_flows_through_the_state_not_the_critic_weights():
+    policy = LinearPolicy(0.5)
+    shac = identity_critic_shac(policy, 0.9)
+    rollout = DifferentiableCollector(ScalarEnv([1.0]), policy, "cpu").collect(1)
+    shac.begin_update()
+    shac.accumulate_segment(rollout)
+    # objective = r0 + gamma V(x1) with x1 = (1 + w) x0: d/dw = (-2 x1 + 0.9) x0.
+    assert policy.w.grad.item() == pytest.approx(-(-2 * 1.5 + 0.9))
+    assert all(p.grad is None for p in shac.target_critic.parameters())
+    assert all(p.grad is None for p in shac.critic.parameters())
+    shac.cancel_update()
+
+
+def test_critic_learns_and_the_target_follows_it(tmp_path):
+    trainer = build_point_mass_trainer(tmp_path, algorithm="shac", eval_frequency_steps=0)
+    before = [p.clone() for p in trainer.algorithm.target_critic.parameters()]
+    history = trainer.train(total_updates=30)["train_history"]
+    losses = [entry["train/value_loss"] for entry in history]
+    assert sum(losses[-5:]) < sum(losses[:5])
+    assert history[-1]["train/explained_variance"] > 0.5
+    after = list(trainer.algorithm.target_critic.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+def test_shac_needs_segmented_rollouts_and_validates_its_config():
+    policy = LinearPolicy()
+    shac = SHAC(SHACCfg(), policy, observation_dim=1)
+    cfg = DifferentiableTrainerCfg(rollout_mode="complete")
+    with pytest.raises(ValueError, match=r"SHAC supports rollout_mode \['segmented'\]"):
+        DifferentiableTrainer(cfg, ScalarEnv([1.0]), policy, shac)
+    with pytest.raises(ValueError, match="use rollout_mode='segmented'"):
+        shac.accumulate_complete_rollout(None)
+    for kwargs, message in [
+        ({"lam": 1.5}, "lam must be in"),
+        ({"critic_epochs": 0}, "critic_epochs and critic_minibatches must be positive"),
+        ({"target_critic_alpha": 1.0}, "target_critic_alpha must be in"),
+        ({"reward_scale": 0.0}, "reward_scale must be positive"),
+        ({"critic_activation": "swish"}, "critic_activation must be one of"),
+        ({"critic_optimizer": {"name": "nadam"}}, "optimizer.name must be one of"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            SHACCfg(**kwargs)
+
+
+def test_an_apg_checkpoint_does_not_load_into_shac(tmp_path):
+    path = build_point_mass_trainer(tmp_path).save_checkpoint()
+    shac_trainer = build_point_mass_trainer(tmp_path, algorithm="shac")
+    with pytest.raises(ValueError, match="has no 'critic' \\(not a SHAC state\\)"):
+        shac_trainer.load_checkpoint(path)
