@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,16 @@ def test_env_benchmark_quick_mode_lists_every_env(tmp_path):
     output = run_script(str(ROOT / "benchmarks" / "envs.py"), "--quick", cwd=tmp_path)
     for name in ("PointMass", "Pendulum", "MountainCarContinuous", "CartPoleSwingUp", "Reacher"):
         assert f"| {name} | 8 |" in output
+
+
+def test_shac_vs_apg_benchmark_quick_mode_writes_results_and_plots(tmp_path):
+    output = run_script(
+        str(ROOT / "benchmarks" / "shac_vs_apg.py"),
+        "--quick",
+        "--out",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+    )
+    assert "| Pendulum | APG | 1 |" in output and "| Pendulum | SHAC | 1 |" in output
+    assert (tmp_path / "out" / "Pendulum.png").read_bytes()[:4] == b"\x89PNG"
+    assert len(json.loads((tmp_path / "out" / "results.json").read_text())) == 2
