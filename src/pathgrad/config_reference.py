@@ -109,19 +109,18 @@ def _section_rows(name: str, model: Any, meanings: dict[str, str]) -> list[str]:
     return rows
 
 
-def _dataclass_rows(prefix: str, cls: type) -> list[str]:
+def _dataclass_rows(prefix: str, cls: type, instance: Any = None) -> list[str]:
+    """Rows of a config dataclass; defaults from ``instance`` (a default instance)."""
     hints = typing.get_type_hints(cls)
     meanings = _attribute_docs(cls)
+    instance = cls() if instance is None else instance
     rows = []
     for field in dataclasses.fields(cls):
         annotation = hints[field.name]
+        default = getattr(instance, field.name)
         if dataclasses.is_dataclass(annotation):
-            rows += _dataclass_rows(f"{prefix}.{field.name}", annotation)
+            rows += _dataclass_rows(f"{prefix}.{field.name}", annotation, default)
             continue
-        if field.default is not dataclasses.MISSING:
-            default = field.default
-        else:
-            default = field.default_factory()  # type: ignore[misc]
         meaning = meanings.get(field.name, "")
         rows.append(_row(f"{prefix}.{field.name}", _type_name(annotation), default, meaning))
     return rows
@@ -161,8 +160,9 @@ def reference_markdown() -> str:
         lines += [
             f"## `algorithm.cfg` for `{name}` ({cfg_type.__name__})",
             "",
-            "`device` defaults to `env.device`. The default task uses Adam at 3e-3 with"
-            " betas (0.7, 0.95) and a linear decay to 0.1 of it.",
+            "Defaults of the config class; `device` defaults to `env.device`. The files in"
+            " `configs/` set their own values (the default task: Adam at 3e-3, betas"
+            " (0.7, 0.95), linear decay to a tenth).",
             "",
             *header,
             *_dataclass_rows("algorithm.cfg", cfg_type),
