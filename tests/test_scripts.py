@@ -87,3 +87,9 @@ def test_shac_vs_apg_benchmark_quick_mode_writes_results_and_plots(tmp_path):
     assert "| Pendulum | APG | 1 |" in output and "| Pendulum | SHAC | 1 |" in output
     assert (tmp_path / "out" / "Pendulum.png").read_bytes()[:4] == b"\x89PNG"
     assert len(json.loads((tmp_path / "out" / "results.json").read_text())) == 2
+
+
+def test_memory_benchmark_quick_mode_prints_every_setting(tmp_path):
+    output = run_script(str(ROOT / "benchmarks" / "memory.py"), "--quick", cwd=tmp_path)
+    assert "| horizon | segmented | complete | checkpointed |" in output
+    assert output.count("\n| 32 |") == 1 and output.count("\n| 64 |") == 1

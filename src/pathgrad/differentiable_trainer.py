@@ -27,6 +27,7 @@ from pathgrad.episodes import EpisodeTracker
 from pathgrad.evaluation import evaluate_episodes
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
+from pathgrad.rollout_checkpointing import checkpointed_complete_returns, supports_checkpointing
 from pathgrad.utils import configclass, scheduler_needs_horizon
 
 if TYPE_CHECKING:
@@ -55,6 +56,10 @@ class DifferentiableTrainerCfg:
         record_gradient_health: Record the action adjoint's mean and largest
             norm across the window and its fraction of non-finite rows every
             update (``train/action_adjoint_*``), without clipping.
+        gradient_checkpointing: In complete mode, keep only every
+            ``checkpoint_chunk_steps``-th state and recompute the steps between
+            during backward: memory of a long rollout shrinks, gradients stay.
+        checkpoint_chunk_steps: Steps recomputed together.
         state_gradient_decay: Factor in (0, 1] applied to the carried env
             state's adjoint at every step (1: off); needs an env with a
             ``state_gradient_decay`` attribute (the built-in envs).
@@ -79,6 +84,8 @@ class DifferentiableTrainerCfg:
     clip_actions_to_space: bool = False
     action_adjoint_max_norm: float = 0.0
     record_gradient_health: bool = False
+    gradient_checkpointing: bool = False
+    checkpoint_chunk_steps: int = 32
     state_gradient_decay: float = 1.0
     normalize_observations: bool = False
     rollout_seed: int | None = None
@@ -111,6 +118,10 @@ class DifferentiableTrainerCfg:
             raise ValueError("action_adjoint_max_norm cannot be negative.")
         if not 0.0 < self.state_gradient_decay <= 1.0:
             raise ValueError("state_gradient_decay must be in (0, 1].")
+        if self.checkpoint_chunk_steps <= 0:
+            raise ValueError("checkpoint_chunk_steps must be positive.")
+        if self.gradient_checkpointing and self.rollout_mode != "complete":
+            raise ValueError("gradient_checkpointing applies to rollout_mode='complete'.")
         if self.save_frequency_updates < 0:
             raise ValueError("save_frequency_updates cannot be negative.")
         if self.eval_frequency_steps < 0:
@@ -162,6 +173,10 @@ class DifferentiableTrainer:
             raise ValueError(
                 f"{type(algorithm).__name__} supports rollout_mode {list(modes)}, "
                 f"not '{cfg.rollout_mode}'."
+            )
+        if cfg.gradient_checkpointing and not supports_checkpointing(env):
+            raise ValueError(
+                "gradient_checkpointing needs an env built on BatchedDifferentiableEnv."
             )
         if cfg.state_gradient_decay != 1.0:
             if not hasattr(env, "state_gradient_decay"):
@@ -390,19 +405,22 @@ class DifferentiableTrainer:
                 spec = self._prepare_complete_rollout()
                 seed = self.cfg.rollout_seed if self._rollout_index == 0 else None
                 self.collector.reset(seed=seed)
-                rollout = self.collector.collect(
-                    spec.num_steps,
-                    deterministic=self.cfg.deterministic_actions,
-                    on_step_callback=self._on_step,
-                )
-                self.algorithm.accumulate_complete_rollout(
-                    rollout,
-                    objective_scale=spec.objective_scale,
-                    accumulation_scale=1.0 / accumulation_steps,
-                )
-                self._update_observation_normalizer(rollout)
+                if self.cfg.gradient_checkpointing:
+                    collected_steps += self._checkpointed_rollout(spec, accumulation_steps)
+                else:
+                    rollout = self.collector.collect(
+                        spec.num_steps,
+                        deterministic=self.cfg.deterministic_actions,
+                        on_step_callback=self._on_step,
+                    )
+                    self.algorithm.accumulate_complete_rollout(
+                        rollout,
+                        objective_scale=spec.objective_scale,
+                        accumulation_scale=1.0 / accumulation_steps,
+                    )
+                    self._update_observation_normalizer(rollout)
+                    collected_steps += rollout.num_steps
                 self.collector.detach_state()
-                collected_steps += rollout.num_steps
                 for key, value in spec.metadata.items():
                     metadata.setdefault(str(key), []).append(float(value))
                 self._rollout_index += 1
@@ -414,6 +432,29 @@ class DifferentiableTrainer:
         for key, values in metadata.items():
             metrics[f"rollout_{key}_mean"] = sum(values) / len(values)
         return collected_steps, metrics
+
+    def _checkpointed_rollout(
+        self, spec: DifferentiableRolloutSpec, accumulation_steps: int
+    ) -> int:
+        """A complete rollout recomputed chunk by chunk during backward; returns its steps."""
+        result = checkpointed_complete_returns(
+            self.collector,
+            spec.num_steps,
+            self.cfg.checkpoint_chunk_steps,
+            self.algorithm.cfg.gamma,
+            deterministic=self.cfg.deterministic_actions,
+            on_step_callback=self._on_step,
+        )
+        self.algorithm.accumulate_complete_returns(
+            result.returns,
+            result.entropy_returns,
+            num_steps=result.num_steps,
+            objective_scale=spec.objective_scale,
+            accumulation_scale=1.0 / accumulation_steps,
+        )
+        if self.observation_normalizer is not None:
+            self.observation_normalizer.update(result.alive_observations)
+        return result.num_steps
 
     def _prepare_complete_rollout(self) -> DifferentiableRolloutSpec:
         if isinstance(self.env, ScheduledDifferentiableVecEnv):

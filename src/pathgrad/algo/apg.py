@@ -137,7 +137,13 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         objective = returns.mean()
         entropy = entropy_returns.mean()
         loss = -objective - self.cfg.ent_coef * entropy
-        self._accumulate_loss(rollout, loss=loss, objective=objective, entropy=entropy)
+        self._accumulate_loss(
+            rollout.num_steps,
+            rollout.action_gradient_stats,
+            loss=loss,
+            objective=objective,
+            entropy=entropy,
+        )
 
     def accumulate_complete_rollout(
         self,
@@ -165,12 +171,6 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         if accumulation_scale <= 0.0:
             raise ValueError("accumulation_scale must be positive.")
         returns = complete_discounted_return(rollout, self.cfg.gamma)
-        scale = torch.as_tensor(objective_scale, dtype=returns.dtype, device=returns.device)
-        scale = scale.detach()
-        if scale.ndim > 1 or (scale.ndim == 1 and scale.shape != returns.shape):
-            raise ValueError("objective_scale must be scalar or have one value per environment.")
-        if not bool(torch.isfinite(scale).all()):
-            raise ValueError("objective_scale must contain only finite values.")
         entropy_returns = torch.zeros_like(returns)
         entropies = self._entropies(rollout)
         if entropies is not None:
@@ -179,11 +179,51 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
             gamma = torch.as_tensor(self.cfg.gamma, dtype=returns.dtype, device=returns.device)
             discounts = gamma**steps
             entropy_returns = (entropies * alive * discounts.unsqueeze(-1)).sum(dim=0)
+        self.accumulate_complete_returns(
+            returns,
+            entropy_returns,
+            num_steps=rollout.num_steps,
+            objective_scale=objective_scale,
+            accumulation_scale=accumulation_scale,
+            action_gradient_stats=rollout.action_gradient_stats,
+        )
+
+    def accumulate_complete_returns(
+        self,
+        returns: torch.Tensor,
+        entropy_returns: torch.Tensor,
+        *,
+        num_steps: int,
+        objective_scale: float | torch.Tensor = 1.0,
+        accumulation_scale: float = 1.0,
+        action_gradient_stats: BatchedGradientNormStats | None = None,
+    ) -> None:
+        """Backpropagate already-computed complete-rollout returns ``[N]`` (graph kept).
+
+        The path of gradient-checkpointed rollouts, which never hold a whole
+        rollout; :meth:`accumulate_complete_rollout` computes the returns and
+        calls it.
+
+        Raises:
+            RuntimeError: If no update is active.
+            ValueError: If a scale is invalid.
+        """
+        if not self._update_active:
+            raise RuntimeError("Call begin_update() before accumulating a rollout.")
+        if accumulation_scale <= 0.0:
+            raise ValueError("accumulation_scale must be positive.")
+        scale = torch.as_tensor(objective_scale, dtype=returns.dtype, device=returns.device)
+        scale = scale.detach()
+        if scale.ndim > 1 or (scale.ndim == 1 and scale.shape != returns.shape):
+            raise ValueError("objective_scale must be scalar or have one value per environment.")
+        if not bool(torch.isfinite(scale).all()):
+            raise ValueError("objective_scale must contain only finite values.")
         objective = (returns * scale).mean()
         entropy = (entropy_returns * scale).mean()
         loss = (-objective - self.cfg.ent_coef * entropy) * accumulation_scale
         self._accumulate_loss(
-            rollout,
+            num_steps,
+            action_gradient_stats,
             loss=loss,
             objective=objective * accumulation_scale,
             entropy=entropy * accumulation_scale,
@@ -191,19 +231,20 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
 
     def _accumulate_loss(
         self,
-        rollout: DifferentiableRollout,
+        num_steps: int,
+        action_gradient_stats: BatchedGradientNormStats | None,
         *,
         loss: torch.Tensor,
         objective: torch.Tensor,
         entropy: torch.Tensor,
     ) -> None:
-        """Backpropagate one contribution and check it is finite."""
+        """Backpropagate one contribution of ``num_steps`` steps and check it is finite."""
         self._loss_total = self._loss_total + loss.detach()
         self._objective_total = self._objective_total + objective.detach()
         self._entropy_total = self._entropy_total + entropy.detach()
-        self._num_accumulated_steps += rollout.num_steps
-        if rollout.action_gradient_stats is not None:
-            self._action_gradient_stats.append(rollout.action_gradient_stats)
+        self._num_accumulated_steps += num_steps
+        if action_gradient_stats is not None:
+            self._action_gradient_stats.append(action_gradient_stats)
         if not self.cfg.skip_nonfinite_updates and not bool(torch.isfinite(loss)):
             raise FloatingPointError("APG produced a non-finite loss.")
         # Always run backward, even for an update already invalid: it releases

@@ -187,7 +187,13 @@ class SHAC(APG):
             else (discounts * entropies).sum(dim=0).mean() / steps
         )
         loss = -objective - self.cfg.ent_coef * entropy
-        self._accumulate_loss(rollout, loss=loss, objective=objective, entropy=entropy)
+        self._accumulate_loss(
+            rollout.num_steps,
+            rollout.action_gradient_stats,
+            loss=loss,
+            objective=objective,
+            entropy=entropy,
+        )
         self._windows.append(
             {
                 "observations": rollout.observations.detach(),
