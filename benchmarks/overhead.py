@@ -2,12 +2,14 @@
 
 Both do the same updates on the same env and policy (PointMass, Gaussian MLP,
 Adam, gradient clipping, discount restarted at done, state detached after each
-window), from the same seed. Runs alternate between the two so that machine
-noise hits both alike; the script prints the median env-steps per second of
-each and their ratio (trainer / hand-written).
+window), from the same seed. Runs alternate between the contenders so that
+machine noise hits them alike; the script prints the median env-steps per
+second of each and their ratio to the hand-written (eager) loop, per batch
+size. ``--compile`` adds the trainer with ``torch_compile=True`` (compiled
+env step and policy network; compilation happens before timing).
 
-Run: ``python benchmarks/overhead.py [--num-envs 64] [--window 32] [--updates 60]
-[--repeats 7] [--quick]``
+Run: ``python benchmarks/overhead.py [--num-envs 16 64 1024] [--window 32]
+[--updates 60] [--repeats 7] [--compile] [--quick]``
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def hand_written_loop(num_envs: int, window: int, updates: int, seed: int) -> fl
     return time.perf_counter() - start
 
 
-def pathgrad_trainer(num_envs: int, window: int, updates: int, seed: int) -> float:
-    """Seconds for the same updates through ``DifferentiableTrainer``."""
+def make_trainer(num_envs: int, window: int, seed: int, compiled: bool = False):
+    """The pathgrad trainer doing the same updates."""
     env, policy = build(num_envs, seed)
     algorithm = pathgrad.APG(
         pathgrad.APGCfg(
@@ -68,43 +70,75 @@ def pathgrad_trainer(num_envs: int, window: int, updates: int, seed: int) -> flo
         ),
         policy,
     )
-    cfg = pathgrad.DifferentiableTrainerCfg(segment_length=window)
+    cfg = pathgrad.DifferentiableTrainerCfg(segment_length=window, torch_compile=compiled)
     trainer = pathgrad.DifferentiableTrainer(cfg, env, policy, algorithm)
     trainer.collector.reset()
+    return trainer
+
+
+def pathgrad_trainer(num_envs: int, window: int, updates: int, seed: int) -> float:
+    """Seconds for the same updates through ``DifferentiableTrainer``."""
+    trainer = make_trainer(num_envs, window, seed)
     start = time.perf_counter()
     trainer.train(total_updates=updates)
     return time.perf_counter() - start
 
 
+_COMPILED: dict[tuple[int, int], pathgrad.DifferentiableTrainer] = {}
+
+
+def pathgrad_compiled(num_envs: int, window: int, updates: int, seed: int) -> float:
+    """Seconds for the same updates with the compiled env step and policy network.
+
+    One trainer per batch size is compiled (two updates, forward and backward
+    graphs) before any timing, then keeps training run after run: compiling
+    afresh for every run would measure the compiler.
+    """
+    key = (num_envs, window)
+    if key not in _COMPILED:
+        _COMPILED[key] = make_trainer(num_envs, window, seed, compiled=True)
+        _COMPILED[key].train(total_updates=2)
+    trainer = _COMPILED[key]
+    start = time.perf_counter()
+    trainer.train(total_updates=trainer.num_updates + updates)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 1024])
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--updates", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile", action="store_true", help="add the torch.compile path")
     parser.add_argument("--quick", action="store_true", help="a few short runs (for tests)")
     args = parser.parse_args()
     if args.quick:
-        args.updates, args.repeats = 3, 2
-
-    steps = args.num_envs * args.window * args.updates
+        args.updates, args.repeats, args.num_envs = 3, 2, [16]
     contenders = {"hand-written": hand_written_loop, "pathgrad": pathgrad_trainer}
-    for run in contenders.values():  # warm-up: allocator, thread pool, lazy imports
-        run(args.num_envs, args.window, 1, args.seed)
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.repeats):
-        for name, run in contenders.items():
-            rates[name].append(steps / run(args.num_envs, args.window, args.updates, args.seed))
-    medians = {name: statistics.median(values) for name, values in rates.items()}
+    if args.compile:
+        contenders["pathgrad+compile"] = pathgrad_compiled
     print(
-        f"PointMass, {args.num_envs} envs x {args.window}-step windows, {args.updates} updates, "
-        f"median of {args.repeats} runs, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads"
+        f"PointMass, {args.window}-step windows, {args.updates} updates per run, median of "
+        f"{args.repeats} alternating runs, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads; env-steps/s (ratio to hand-written)"
     )
-    for name, value in medians.items():
-        print(f"  {name:>12}: {value:12,.0f} env-steps/s")
-    print(f"  ratio pathgrad / hand-written: {medians['pathgrad'] / medians['hand-written']:.3f}")
+    print()
+    print("| envs | " + " | ".join(contenders) + " |")
+    print("|---:|" + "---:|" * len(contenders))
+    for num_envs in args.num_envs:
+        steps = num_envs * args.window * args.updates
+        for run in contenders.values():  # warm-up: allocator, thread pool, lazy imports
+            run(num_envs, args.window, 1, args.seed)
+        rates: dict[str, list[float]] = {name: [] for name in contenders}
+        for _ in range(args.repeats):
+            for name, run in contenders.items():
+                rates[name].append(steps / run(num_envs, args.window, args.updates, args.seed))
+        medians = {name: statistics.median(values) for name, values in rates.items()}
+        base = medians["hand-written"]
+        cells = [f"{value:,.0f} ({value / base:.3f})" for value in medians.values()]
+        print(f"| {num_envs} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

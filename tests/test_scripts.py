@@ -49,7 +49,7 @@ def test_example_refuses_to_overwrite_a_run(tmp_path):
 
 def test_overhead_benchmark_quick_mode_prints_the_ratio(tmp_path):
     output = run_script(str(ROOT / "benchmarks" / "overhead.py"), "--quick", cwd=tmp_path)
-    assert "ratio pathgrad / hand-written:" in output
+    assert "| envs | hand-written | pathgrad |" in output and "\n| 16 | " in output
 
 
 def test_readme_python_example_runs(tmp_path):

@@ -56,6 +56,9 @@ class DifferentiableTrainerCfg:
         record_gradient_health: Record the action adjoint's mean and largest
             norm across the window and its fraction of non-finite rows every
             update (``train/action_adjoint_*``), without clipping.
+        torch_compile: Compile the env step and the policy network with
+            ``torch.compile`` (needs an env with ``compile_step`` and a policy
+            with ``compile_networks``, as the built-in ones have).
         gradient_checkpointing: In complete mode, keep only every
             ``checkpoint_chunk_steps``-th state and recompute the steps between
             during backward: memory of a long rollout shrinks, gradients stay.
@@ -84,6 +87,7 @@ class DifferentiableTrainerCfg:
     clip_actions_to_space: bool = False
     action_adjoint_max_norm: float = 0.0
     record_gradient_health: bool = False
+    torch_compile: bool = False
     gradient_checkpointing: bool = False
     checkpoint_chunk_steps: int = 32
     state_gradient_decay: float = 1.0
@@ -174,6 +178,12 @@ class DifferentiableTrainer:
                 f"{type(algorithm).__name__} supports rollout_mode {list(modes)}, "
                 f"not '{cfg.rollout_mode}'."
             )
+        if cfg.torch_compile:
+            for owner, method in ((env, "compile_step"), (policy, "compile_networks")):
+                if not callable(getattr(owner, method, None)):
+                    raise ValueError(f"torch_compile needs {type(owner).__name__}.{method}().")
+            env.compile_step()
+            policy.compile_networks()
         if cfg.gradient_checkpointing and not supports_checkpointing(env):
             raise ValueError(
                 "gradient_checkpointing needs an env built on BatchedDifferentiableEnv."

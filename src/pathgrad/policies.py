@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -112,6 +113,11 @@ class GaussianMLPPolicy(Policy):
             action_high=np.asarray(action_space.high, dtype=np.float64),
             **kwargs,
         )
+
+    def compile_networks(self, **compile_kwargs: Any) -> None:
+        """Compile the mean network with ``torch.compile`` (sampling stays eager)."""
+        compile_kwargs.setdefault("dynamic", False)
+        self.mean_net.compile(**compile_kwargs)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action."""

@@ -135,25 +135,66 @@ class BatchedDifferentiableEnv(ABC):
                 key: _decay_gradient(value, self.state_gradient_decay)
                 for key, value in state.items()
             }
+        fresh = self._sample_initial_state(self.num_envs)
+        (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            final_observation,
+            metrics,
+            self.state,
+            self.elapsed_steps,
+        ) = self._transition(state, action, fresh, self.elapsed_steps)
+        info = {"final_observation": final_observation, "metrics": metrics}
+        return observation, reward, terminated, truncated, info
+
+    def _transition(
+        self,
+        state: State,
+        action: torch.Tensor,
+        fresh: State,
+        elapsed_steps: torch.Tensor,
+    ) -> tuple[Any, ...]:
+        """One batched step as a pure tensor function (what :meth:`compile_step` compiles).
+
+        Returns observation, reward, terminated, truncated, final observation,
+        metrics, the next state (finished rows replaced by ``fresh``) and the
+        next step counters.
+        """
         next_state = self._dynamics(state, action)
         reward = self._reward(state, action, next_state)
         terminated = self._terminated(next_state)
-        self.elapsed_steps = self.elapsed_steps + 1
-        truncated = self.elapsed_steps >= self.max_episode_steps
+        elapsed_steps = elapsed_steps + 1
+        truncated = elapsed_steps >= self.max_episode_steps
         done = terminated | truncated
-        info = {
-            "final_observation": self._observe(next_state),
-            "metrics": self._metrics(next_state),
-        }
-        fresh = self._sample_initial_state(self.num_envs)
-        self.state = {
+        final_observation = self._observe(next_state)
+        metrics = self._metrics(next_state)
+        merged = {
             key: torch.where(_rows(done, value), fresh[key], value)
             for key, value in next_state.items()
         }
-        self.elapsed_steps = torch.where(
-            done, torch.zeros_like(self.elapsed_steps), self.elapsed_steps
+        elapsed_steps = torch.where(done, torch.zeros_like(elapsed_steps), elapsed_steps)
+        observation = self._observe(merged)
+        return (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            final_observation,
+            metrics,
+            merged,
+            elapsed_steps,
         )
-        return self._observe(self.state), reward, terminated, truncated, info
+
+    def compile_step(self, **compile_kwargs: Any) -> None:
+        """Compile the step's tensor work with ``torch.compile`` (fused kernels).
+
+        Sampling and the state-gradient decay stay eager; results equal the
+        eager step's up to floating-point reassociation.
+        """
+        compile_kwargs.setdefault("dynamic", False)
+        self._transition = torch.compile(self._transition, **compile_kwargs)
 
     def detach_state(self) -> torch.Tensor:
         """Cut the graph of the carried state and return the current observation."""
