@@ -93,3 +93,18 @@ def test_memory_benchmark_quick_mode_prints_every_setting(tmp_path):
     output = run_script(str(ROOT / "benchmarks" / "memory.py"), "--quick", cwd=tmp_path)
     assert "| horizon | segmented | complete | checkpointed |" in output
     assert output.count("\n| 32 |") == 1 and output.count("\n| 64 |") == 1
+
+
+def test_baselines_benchmark_quick_mode_covers_every_method(tmp_path):
+    output = run_script(
+        str(ROOT / "benchmarks" / "baselines.py"),
+        "--quick",
+        "--jobs",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+    )
+    for method in ("APG", "SHAC", "PPO", "SAC"):
+        assert f"| Pendulum | {method} |" in output
+    assert (tmp_path / "out" / "Pendulum.png").is_file()

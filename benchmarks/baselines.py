@@ -1,0 +1,281 @@
+"""pathgrad (APG, SHAC) against Stable-Baselines3 PPO and SAC on the same dynamics.
+
+The model-free baselines train through ``pathgrad.envs.to_sb3`` on exactly the
+env the analytic methods differentiate; every method is evaluated the same way
+(``evaluate_episodes``: deterministic actions, separate envs, fixed seed) at
+regular env-step intervals. Per task the script reports, as medians over
+seeds: the final evaluation return, and the env steps and wall time to reach
+90% of the way from the untrained return to the best return any method
+reached. Writes ``results.json`` and a ``<task>.png`` per task to ``--out``.
+
+Baseline settings (rl-zoo's for Pendulum-v1, used on every task): PPO with 4
+envs, n_steps 1024, gamma 0.9, gae_lambda 0.95, 10 epochs, lr 1e-3, clip 0.2,
+gSDE (sample frequency 4); SAC with lr 1e-3, otherwise defaults (one env).
+
+Run: ``python benchmarks/baselines.py [--tasks ...] [--seeds 0 1 2] [--jobs 2] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# task -> (pathgrad env name, APG config, SHAC config, PPO steps, SAC steps, eval every)
+TASKS = {
+    "PointMass": ("PointMass", "point_mass.yaml", None, 200_000, 30_000, 10_000),
+    "Reacher": ("Reacher", "reacher.yaml", "reacher_shac.yaml", 300_000, 30_000, 10_000),
+    "Pendulum": ("Pendulum", "pendulum.yaml", "pendulum_shac.yaml", 200_000, 30_000, 10_000),
+    "CartPoleSwingUp": (
+        "CartPoleSwingUp",
+        "cartpole_swingup.yaml",
+        "cartpole_swingup_shac.yaml",
+        300_000,
+        30_000,
+        10_000,
+    ),
+}
+EVAL_ENVS, EVAL_EPISODES, EVAL_SEED = 16, 16, 12345
+
+
+def _evaluate(policy, env_name: str, seed: int, transform=None) -> float:
+    import pathgrad
+
+    env = pathgrad.build_learning_env(env_name, num_envs=EVAL_ENVS, device="cpu", seed=seed + 1)
+    metrics = pathgrad.evaluate_episodes(
+        policy, env, EVAL_EPISODES, "cpu", seed=EVAL_SEED, observation_transform=transform
+    )
+    return metrics["eval/avg_reward"]
+
+
+def run_pathgrad(task: str, config_name: str, seed: int, overrides: list[str]) -> list[list[float]]:
+    from pathgrad.config import load_config
+    from pathgrad.run import build_run
+
+    settings = [
+        *overrides,
+        f"trainer.seed={seed}",
+        "trainer.save_frequency_updates=0",
+        f"eval.num_envs={EVAL_ENVS}",
+        f"eval.episodes={EVAL_EPISODES}",
+        f"eval.seed={EVAL_SEED}",
+    ]
+    config = load_config(ROOT / "configs" / config_name, settings)
+    with tempfile.TemporaryDirectory() as run_dir:
+        trainer = build_run(config, Path(run_dir)).trainer
+        curve: list[list[float]] = []
+        clock = {"start": time.time(), "paused": 0.0, "began": 0.0}
+        evaluate = trainer._evaluate
+
+        def timed_evaluation() -> dict[str, float]:  # training time excludes evaluations
+            clock["began"] = time.time()
+            try:
+                return evaluate()
+            finally:
+                clock["paused"] += time.time() - clock["began"]
+
+        def record(kind: str, entry: dict[str, float]) -> None:
+            if kind == "eval":
+                seconds = clock["began"] - clock["start"] - clock["paused"]
+                curve.append([entry["global_step"], seconds, entry["eval/avg_reward"]])
+
+        trainer._evaluate = timed_evaluation
+        trainer.callbacks.append(record)
+        trainer.train(total_updates=config.trainer.total_updates)
+    return curve
+
+
+class _SB3Policy:
+    """A Stable-Baselines3 model behind the Policy interface of ``evaluate_episodes``."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.training = False
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+    def get_action(self, obs, deterministic: bool = True):
+        import torch
+
+        action, _ = self.model.predict(obs.cpu().numpy(), deterministic=deterministic)
+        return torch.as_tensor(action, dtype=obs.dtype)
+
+
+def run_sb3(task: str, algorithm: str, seed: int, steps: int, every: int) -> list[list[float]]:
+    from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    import pathgrad
+
+    env_name = TASKS[task][0]
+    num_envs = 4 if algorithm == "ppo" else 1
+    vec_env = pathgrad.envs.to_sb3(
+        pathgrad.build_learning_env(env_name, num_envs=num_envs, device="cpu", seed=seed)
+    )
+    if algorithm == "ppo":
+        model = PPO(
+            "MlpPolicy",
+            vec_env,
+            n_steps=1024,
+            gamma=0.9,
+            gae_lambda=0.95,
+            n_epochs=10,
+            learning_rate=1e-3,
+            clip_range=0.2,
+            use_sde=True,
+            sde_sample_freq=4,
+            seed=seed,
+            device="cpu",
+        )
+    else:
+        model = SAC("MlpPolicy", vec_env, learning_rate=1e-3, seed=seed, device="cpu")
+    curve: list[list[float]] = []
+    start = time.time()
+
+    class Evaluate(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_eval = every
+            self.paused = 0.0
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_eval:
+                began = time.time()
+                value = _evaluate(_SB3Policy(model), env_name, seed)
+                self.paused += time.time() - began
+                curve.append([self.num_timesteps, time.time() - start - self.paused, value])
+                self.next_eval += every
+            return True
+
+    model.learn(total_timesteps=steps, callback=Evaluate())
+    return curve
+
+
+def run_job(job: tuple) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    task, method, seed, quick = job
+    _, apg_config, shac_config, ppo_steps, sac_steps, every = TASKS[task]
+    if quick:
+        ppo_steps, sac_steps, every = 4096, 300, 2048 if method == "ppo" else 150
+    start = time.time()
+    if method in ("apg", "shac"):
+        overrides = ["trainer.total_updates=2", "eval.frequency_steps=1024"] if quick else []
+        config = apg_config if method == "apg" else shac_config
+        curve = run_pathgrad(task, config, seed, overrides)
+    else:
+        curve = run_sb3(task, method, seed, ppo_steps if method == "ppo" else sac_steps, every)
+    return {
+        "task": task,
+        "method": method,
+        "seed": seed,
+        "curve": curve,
+        "wall_time": time.time() - start,
+    }
+
+
+def summarize(results: list[dict]) -> str:
+    """A Markdown table: final return, steps and time to 90% of the best return."""
+    lines = [
+        "| task | method | final return (median) | env steps to 90% | wall time to 90% |"
+        " total env steps | total wall time |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for task in dict.fromkeys(r["task"] for r in results):
+        runs = [r for r in results if r["task"] == task and r["curve"]]
+        best = max(point[2] for r in runs for point in r["curve"])
+        start = statistics.median(r["curve"][0][2] for r in runs)
+        target = start + 0.9 * (best - start)
+        for method in dict.fromkeys(r["method"] for r in runs):
+            mine = [r for r in runs if r["method"] == method]
+            finals = statistics.median(r["curve"][-1][2] for r in mine)
+            hits = [next((p for p in r["curve"] if p[2] >= target), None) for r in mine]
+            reached = [h for h in hits if h is not None]
+            if len(reached) * 2 > len(mine):  # the median run reached it
+                steps = f"{statistics.median(h[0] for h in reached) / 1e3:,.0f}k"
+                seconds = f"{statistics.median(h[1] for h in reached):,.0f} s"
+            else:
+                steps = seconds = f"not reached ({len(reached)}/{len(mine)})"
+            total_steps = statistics.median(r["curve"][-1][0] for r in mine)
+            total_time = statistics.median(r["wall_time"] for r in mine)
+            lines.append(
+                f"| {task} | {method.upper()} | {finals:.1f} | {steps} | {seconds} "
+                f"| {total_steps / 1e3:,.0f}k | {total_time:,.0f} s |"
+            )
+        lines.append(
+            f"| {task} | target (90% from {start:.1f} to {best:.1f}) | {target:.1f} | | | | |"
+        )
+    return "\n".join(lines)
+
+
+def plot(results: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"apg": "tab:blue", "shac": "tab:red", "ppo": "tab:green", "sac": "tab:purple"}
+    for task in dict.fromkeys(r["task"] for r in results):
+        figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for method, color in colors.items():
+            for index, run in enumerate(
+                r for r in results if r["task"] == task and r["method"] == method
+            ):
+                if not run["curve"]:
+                    continue
+                steps, seconds, values = zip(*run["curve"], strict=True)
+                label = method.upper() if index == 0 else None
+                axes[0].plot(steps, values, color=color, alpha=0.7, label=label)
+                axes[1].plot(seconds, values, color=color, alpha=0.7, label=label)
+        for axis, label in zip(axes, ("env steps", "wall time (s)"), strict=True):
+            axis.set_xscale("log")
+            axis.set_xlabel(label + " (log scale)")
+            axis.set_ylabel("evaluation return")
+            axis.grid(alpha=0.3)
+        axes[0].set_title(task)
+        axes[0].legend()
+        figure.tight_layout()
+        figure.savefig(out / f"{task}.png", dpi=110)
+        plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
+    parser.add_argument("--methods", nargs="+", default=["apg", "shac", "ppo", "sac"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("baseline_results"))
+    parser.add_argument("--quick", action="store_true", help="tiny budgets, one seed, one task")
+    args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.seeds = ["Pendulum"], [0]
+    jobs = [
+        (task, method, seed, args.quick)
+        for task in args.tasks
+        for method in args.methods
+        if not (method == "shac" and TASKS[task][2] is None)
+        for seed in args.seeds
+    ]
+    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        results = pool.map(run_job, jobs, chunksize=1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    plot(results, args.out)
+    print(summarize(results))
+    print(f"\ncurves: {args.out}/<task>.png, data: {args.out}/results.json")
+
+
+if __name__ == "__main__":
+    main()
