@@ -115,9 +115,13 @@ class GaussianMLPPolicy(Policy):
         )
 
     def compile_networks(self, **compile_kwargs: Any) -> None:
-        """Compile the mean network with ``torch.compile`` (sampling stays eager)."""
+        """Compile the network and distribution math with ``torch.compile``.
+
+        The noise is drawn eagerly, so compiled and eager runs sample the same
+        actions; results agree up to floating-point reassociation.
+        """
         compile_kwargs.setdefault("dynamic", False)
-        self.mean_net.compile(**compile_kwargs)
+        self._distribution = torch.compile(self._distribution, **compile_kwargs)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action."""
@@ -127,11 +131,23 @@ class GaussianMLPPolicy(Policy):
         self, obs: torch.Tensor, deterministic: bool = False
     ) -> dict[str, torch.Tensor]:
         """Sample ``mean + std * noise`` (squashed if configured), keeping the graph."""
+        noise = None
+        if not deterministic:
+            shape = (*obs.shape[:-1], self.log_std.shape[0])
+            noise = torch.randn(shape, dtype=self.log_std.dtype, device=obs.device)
+        return self._distribution(obs, noise)
+
+    def _distribution(
+        self, obs: torch.Tensor, noise: torch.Tensor | None
+    ) -> dict[str, torch.Tensor]:
+        """Action, log-probability, entropy and mean for given noise (``None``: the mean)."""
         mean = self.mean_net(obs)
         log_std = self.log_std.expand_as(mean)
-        std = log_std.exp()
-        noise = torch.zeros_like(mean) if deterministic else torch.randn_like(mean)
-        pre_squash = mean if deterministic else mean + std * noise
+        if noise is None:
+            noise = torch.zeros_like(mean)
+            pre_squash = mean
+        else:
+            pre_squash = mean + log_std.exp() * noise
         log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1)
         if not self.squash:
