@@ -156,3 +156,10 @@ def test_actor_gradient_matches_finite_differences_across_a_truncation():
     shac.cancel_update()
     numeric = central_difference_gradient(loss, parameters)
     assert relative_error(analytic, numeric) < 1e-6
+
+
+def test_float64_switch_reaches_the_critic(tmp_path):
+    trainer = build_point_mass_trainer(tmp_path, algorithm="shac", dtype="float64")
+    assert all(p.dtype == torch.float64 for p in trainer.algorithm.critic.parameters())
+    metrics = trainer.train(total_updates=1)["last_train_metrics"]
+    assert metrics["train/skipped_update"] == 0.0 and metrics["train/value_loss"] > 0
