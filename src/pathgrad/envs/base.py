@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from gymnasium.spaces import Box
 
-__all__ = ["BatchedDifferentiableEnv", "State", "resolve_dtype"]
+__all__ = ["BatchedDifferentiableEnv", "State", "check_constants", "resolve_dtype"]
 
 State = dict[str, torch.Tensor]
 
@@ -24,6 +24,18 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, str) and dtype in _DTYPES:
         return _DTYPES[dtype]
     raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
+
+
+def check_constants(
+    positive: dict[str, float] | None = None, non_negative: dict[str, float] | None = None
+) -> None:
+    """Raise ``ValueError`` naming the first constant out of its range."""
+    for name, value in (positive or {}).items():
+        if not value > 0.0:
+            raise ValueError(f"{name} must be positive, got {value}.")
+    for name, value in (non_negative or {}).items():
+        if not value >= 0.0:
+            raise ValueError(f"{name} cannot be negative, got {value}.")
 
 
 class BatchedDifferentiableEnv(ABC):

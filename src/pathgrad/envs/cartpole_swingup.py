@@ -7,7 +7,7 @@ import math
 import torch
 
 from pathgrad.env import register_learning_env
-from pathgrad.envs.base import BatchedDifferentiableEnv, State
+from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 
 __all__ = ["CartPoleSwingUp"]
 
@@ -76,26 +76,23 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
         control_cost: float = 0.01,
         **kwargs,
     ) -> None:
-        positive = (
-            ("cart_mass", cart_mass),
-            ("pole_mass", pole_mass),
-            ("pole_half_length", pole_half_length),
-            ("force_mag", force_mag),
-            ("dt", dt),
-            ("track_limit", track_limit),
-            ("wall_sharpness", wall_sharpness),
-            ("centre_width", centre_width),
+        check_constants(
+            positive={
+                "cart_mass": cart_mass,
+                "pole_mass": pole_mass,
+                "pole_half_length": pole_half_length,
+                "force_mag": force_mag,
+                "dt": dt,
+                "track_limit": track_limit,
+                "wall_sharpness": wall_sharpness,
+                "centre_width": centre_width,
+            },
+            non_negative={
+                "gravity": gravity,
+                "wall_stiffness": wall_stiffness,
+                "control_cost": control_cost,
+            },
         )
-        for name, value in positive:
-            if not value > 0.0:
-                raise ValueError(f"{name} must be positive, got {value}.")
-        for name, value in (
-            ("gravity", gravity),
-            ("wall_stiffness", wall_stiffness),
-            ("control_cost", control_cost),
-        ):
-            if not value >= 0.0:
-                raise ValueError(f"{name} cannot be negative, got {value}.")
         self.gravity = float(gravity)
         self.cart_mass = float(cart_mass)
         self.pole_mass = float(pole_mass)

@@ -9,7 +9,7 @@ import torch
 from gymnasium.spaces import Box
 
 from pathgrad.env import register_learning_env
-from pathgrad.envs.base import BatchedDifferentiableEnv, State
+from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 from pathgrad.envs.libm import libm_cos, libm_sin, libm_square
 
 __all__ = ["Pendulum", "angle_normalize"]
@@ -69,11 +69,9 @@ class Pendulum(BatchedDifferentiableEnv):
         match_gymnasium_precision: bool = True,
         **kwargs,
     ) -> None:
-        for name, value in (("m", m), ("l", l), ("dt", dt), ("max_speed", max_speed)):
-            if not value > 0.0:
-                raise ValueError(f"{name} must be positive, got {value}.")
-        if not max_torque > 0.0:
-            raise ValueError(f"max_torque must be positive, got {max_torque}.")
+        check_constants(
+            positive={"m": m, "l": l, "dt": dt, "max_speed": max_speed, "max_torque": max_torque}
+        )
         self.g, self.m, self.l, self.dt = float(g), float(m), float(l), float(dt)
         self.max_speed = float(max_speed)
         self.max_torque = float(max_torque)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from pathgrad.env import register_learning_env
-from pathgrad.envs.base import BatchedDifferentiableEnv, State
+from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 
 __all__ = ["PointMass"]
 
@@ -67,9 +67,7 @@ class PointMass(BatchedDifferentiableEnv):
         obstacle_cost: float = 20.0,
         **kwargs,
     ) -> None:
-        for name, value in (("dt", dt), ("mass", mass), ("max_force", max_force)):
-            if not value > 0.0:
-                raise ValueError(f"{name} must be positive, got {value}.")
+        check_constants(positive={"dt": dt, "mass": mass, "max_force": max_force})
         obstacle_table = torch.tensor([list(map(float, o)) for o in obstacles], dtype=torch.float64)
         if obstacle_table.numel() and (
             obstacle_table.ndim != 2
@@ -77,13 +75,13 @@ class PointMass(BatchedDifferentiableEnv):
             or (obstacle_table[:, 2] <= 0).any()
         ):
             raise ValueError("obstacles must be a list of (x, y, radius) with positive radii.")
-        for name, value in (
-            ("damping", damping),
-            ("control_cost", control_cost),
-            ("obstacle_cost", obstacle_cost),
-        ):
-            if not value >= 0.0:
-                raise ValueError(f"{name} cannot be negative, got {value}.")
+        check_constants(
+            non_negative={
+                "damping": damping,
+                "control_cost": control_cost,
+                "obstacle_cost": obstacle_cost,
+            }
+        )
         self.dt = float(dt)
         self.mass = float(mass)
         self.max_force = float(max_force)

@@ -7,7 +7,7 @@ import math
 import torch
 
 from pathgrad.env import register_learning_env
-from pathgrad.envs.base import BatchedDifferentiableEnv, State
+from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 
 __all__ = ["Quadrotor"]
 
@@ -100,28 +100,24 @@ class Quadrotor(BatchedDifferentiableEnv):
         success_radius: float = 0.1,
         **kwargs,
     ) -> None:
-        positive = (
-            ("dt", dt),
-            ("mass", mass),
-            ("arm_length", arm_length),
-            ("thrust_range", thrust_range),
-            ("success_radius", success_radius),
+        check_constants(
+            positive={
+                "dt": dt,
+                "mass": mass,
+                "arm_length": arm_length,
+                "thrust_range": thrust_range,
+                "success_radius": success_radius,
+            },
+            non_negative={
+                "k_drag": k_drag,
+                "gravity": gravity,
+                "linear_drag": linear_drag,
+                "velocity_cost": velocity_cost,
+                "angular_velocity_cost": angular_velocity_cost,
+                "tilt_cost": tilt_cost,
+                "control_cost": control_cost,
+            },
         )
-        for name, value in positive:
-            if not value > 0.0:
-                raise ValueError(f"{name} must be positive, got {value}.")
-        non_negative = (
-            ("k_drag", k_drag),
-            ("gravity", gravity),
-            ("linear_drag", linear_drag),
-            ("velocity_cost", velocity_cost),
-            ("angular_velocity_cost", angular_velocity_cost),
-            ("tilt_cost", tilt_cost),
-            ("control_cost", control_cost),
-        )
-        for name, value in non_negative:
-            if not value >= 0.0:
-                raise ValueError(f"{name} cannot be negative, got {value}.")
         if int(substeps) != substeps or int(substeps) <= 0:
             raise ValueError(f"substeps must be a positive integer, got {substeps}.")
         inertia = tuple(float(value) for value in inertia)

@@ -7,7 +7,7 @@ import math
 import torch
 
 from pathgrad.env import register_learning_env
-from pathgrad.envs.base import BatchedDifferentiableEnv, State
+from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 
 __all__ = ["Reacher"]
 
@@ -84,26 +84,22 @@ class Reacher(BatchedDifferentiableEnv):
         initial_velocity: float = 0.1,
         **kwargs,
     ) -> None:
-        positive = (
-            ("dt", dt),
-            ("link_length_1", link_length_1),
-            ("link_length_2", link_length_2),
-            ("link_mass_1", link_mass_1),
-            ("link_mass_2", link_mass_2),
-            ("max_torque", max_torque),
-            ("success_radius", success_radius),
+        check_constants(
+            positive={
+                "dt": dt,
+                "link_length_1": link_length_1,
+                "link_length_2": link_length_2,
+                "link_mass_1": link_mass_1,
+                "link_mass_2": link_mass_2,
+                "max_torque": max_torque,
+                "success_radius": success_radius,
+            },
+            non_negative={
+                "damping": damping,
+                "control_cost": control_cost,
+                "initial_velocity": initial_velocity,
+            },
         )
-        for name, value in positive:
-            if not value > 0.0:
-                raise ValueError(f"{name} must be positive, got {value}.")
-        non_negative = (
-            ("damping", damping),
-            ("control_cost", control_cost),
-            ("initial_velocity", initial_velocity),
-        )
-        for name, value in non_negative:
-            if not value >= 0.0:
-                raise ValueError(f"{name} cannot be negative, got {value}.")
         if isinstance(frame_skip, bool) or int(frame_skip) != frame_skip or frame_skip < 1:
             raise ValueError(f"frame_skip must be a positive integer, got {frame_skip}.")
         if not 0.0 <= target_min_radius <= target_max_radius:
