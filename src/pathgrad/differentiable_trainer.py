@@ -397,6 +397,7 @@ class DifferentiableTrainer:
                 self.algorithm.accumulate_segment(rollout)
                 self._update_observation_normalizer(rollout)
                 self.collector.detach_state()
+                self.episodes.flush()  # memory stays flat however long the update
                 collected_steps += rollout.num_steps
             self.in_critical_section = True
             return collected_steps, self.algorithm.finish_update()

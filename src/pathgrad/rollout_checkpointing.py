@@ -87,13 +87,11 @@ def checkpointed_complete_returns(
     final_snapshot: dict[str, Any] = {}
 
     def run_chunk(first_step: int, steps: int, alive_in: torch.Tensor, fixed: dict[str, Any]):
-        def chunk(*state_tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        def chunk(_anchor: torch.Tensor, *state_tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
             try:
                 return replayable_chunk(state_tensors)
             finally:
-                if replaying["active"]:
-                    # The replay may stop early (once backward has what it needs):
-                    # either way the env is left as the forward pass left it.
+                if replaying["active"]:  # leave the env as the forward pass left it
                     env.state = dict(final_snapshot["state"])
                     env.elapsed_steps = final_snapshot["elapsed"].clone()
                     env.generator.set_state(final_snapshot["generator"])
@@ -129,6 +127,7 @@ def checkpointed_complete_returns(
         return chunk
 
     state_tensors = tuple(env.state[key] for key in float_keys)
+    anchor = torch.zeros((), device=env.device, requires_grad=True)
     while start < num_steps:
         steps = min(chunk_steps, num_steps - start)
         fixed = {
@@ -136,10 +135,15 @@ def checkpointed_complete_returns(
             "elapsed": env.elapsed_steps.clone(),
             "generator": env.generator.get_state(),
         }
+        # Reentrant checkpointing runs the chunk without building its graph:
+        # memory then holds one node per chunk instead of dozens per step. The
+        # anchor requires grad so that the first chunk (from a reset, no grad
+        # in its inputs) still backpropagates into the policy.
         outputs = checkpoint(
             run_chunk(start, steps, alive, fixed),
+            anchor,
             *state_tensors,
-            use_reentrant=False,
+            use_reentrant=True,
             preserve_rng_state=True,
         )
         chunk_return, chunk_entropy, *next_state = outputs
