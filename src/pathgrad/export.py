@@ -28,7 +28,7 @@ class DeployedPolicy(nn.Module):
             low = torch.full((dim,), -torch.inf, dtype=dtype)
             high = torch.full((dim,), torch.inf, dtype=dtype)
         else:
-            shift, scale, low, high = normalizer._constants(dtype)
+            shift, scale, low, high = normalizer.constants(dtype)
         self.register_buffer("shift", shift.detach().clone())
         self.register_buffer("scale", scale.detach().clone())
         self.register_buffer("low", low.detach().clone())

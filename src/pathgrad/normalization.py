@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["RunningObservationNormalizer"]
+__all__ = ["RunningObservationNormalizer", "apply_normalization"]
 
 
 class RunningObservationNormalizer:
@@ -73,8 +73,12 @@ class RunningObservationNormalizer:
         self.count = total
         self._cache.clear()
 
-    def _constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-        """Shift, scale and clip bounds in ``dtype``; identity on masked-out dims."""
+    def constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """Shift, scale and clip bounds in ``dtype``; identity on masked-out dims.
+
+        :func:`apply_normalization` with them is :meth:`normalize`; they stay
+        the same objects until the next :meth:`update` or load.
+        """
         if dtype not in self._cache:
             mask = self.normalize_mask
             inf = torch.full_like(self.mean, float("inf"))
@@ -87,8 +91,7 @@ class RunningObservationNormalizer:
 
     def normalize(self, observations: torch.Tensor) -> torch.Tensor:
         """Return ``clip((obs - mean) / sqrt(var + eps))``, keeping the graph."""
-        shift, scale, low, high = self._constants(observations.dtype)
-        return ((observations - shift) * scale).clamp(low, high)
+        return apply_normalization(observations, self.constants(observations.dtype))
 
     def state_dict(self) -> dict[str, Any]:
         """Statistics and settings, for checkpoints."""
@@ -119,3 +122,11 @@ class RunningObservationNormalizer:
         self.epsilon = float(state["epsilon"])
         self.clip = float(state["clip"])
         self._cache.clear()
+
+
+def apply_normalization(
+    observations: torch.Tensor, constants: tuple[torch.Tensor, ...]
+) -> torch.Tensor:
+    """``clamp((obs - shift) * scale, low, high)`` for ``constants = (shift, scale, low, high)``."""
+    shift, scale, low, high = constants
+    return ((observations - shift) * scale).clamp(low, high)

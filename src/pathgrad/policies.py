@@ -115,13 +115,13 @@ class GaussianMLPPolicy(Policy):
         )
 
     def compile_networks(self, **compile_kwargs: Any) -> None:
-        """Compile the network and distribution math with ``torch.compile``.
+        """Compile :meth:`action_from_noise` (network and distribution math).
 
         The noise is drawn eagerly, so compiled and eager runs sample the same
         actions; results agree up to floating-point reassociation.
         """
         compile_kwargs.setdefault("dynamic", False)
-        self._distribution = torch.compile(self._distribution, **compile_kwargs)
+        self.action_from_noise = torch.compile(self.action_from_noise, **compile_kwargs)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action."""
@@ -131,16 +131,26 @@ class GaussianMLPPolicy(Policy):
         self, obs: torch.Tensor, deterministic: bool = False
     ) -> dict[str, torch.Tensor]:
         """Sample ``mean + std * noise`` (squashed if configured), keeping the graph."""
-        noise = None
-        if not deterministic:
-            shape = (*obs.shape[:-1], self.log_std.shape[0])
-            noise = torch.randn(shape, dtype=self.log_std.dtype, device=obs.device)
-        return self._distribution(obs, noise)
+        return self.action_from_noise(obs, self.sample_noise(obs, deterministic))
 
-    def _distribution(
+    def sample_noise(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor | None:
+        """Standard normal noise for ``obs`` from torch's global RNG; ``None`` if deterministic.
+
+        The random half of :meth:`get_differentiable_action`.
+        """
+        if deterministic:
+            return None
+        shape = (*obs.shape[:-1], self.log_std.shape[0])
+        return torch.randn(shape, dtype=self.log_std.dtype, device=obs.device)
+
+    def action_from_noise(
         self, obs: torch.Tensor, noise: torch.Tensor | None
     ) -> dict[str, torch.Tensor]:
-        """Action, log-probability, entropy and mean for given noise (``None``: the mean)."""
+        """Action, log-probability, entropy and mean for given noise (``None``: the mean).
+
+        A pure function of its inputs and the parameters (the deterministic half
+        of :meth:`get_differentiable_action`), so it can be compiled or fused.
+        """
         mean = self.mean_net(obs)
         log_std = self.log_std.expand_as(mean)
         if noise is None:

@@ -147,7 +147,7 @@ class BatchedDifferentiableEnv(ABC):
                 key: _decay_gradient(value, self.state_gradient_decay)
                 for key, value in state.items()
             }
-        fresh = self._sample_initial_state(self.num_envs)
+        fresh = self.draw_reset_states()
         (
             observation,
             reward,
@@ -157,11 +157,19 @@ class BatchedDifferentiableEnv(ABC):
             metrics,
             self.state,
             self.elapsed_steps,
-        ) = self._transition(state, action, fresh, self.elapsed_steps)
+        ) = self.transition(state, action, fresh, self.elapsed_steps)
         info = {"final_observation": final_observation, "metrics": metrics}
         return observation, reward, terminated, truncated, info
 
-    def _transition(
+    def draw_reset_states(self) -> State:
+        """Initial states of every row, drawn from the env's generator.
+
+        :meth:`step` draws them every step and uses them for the rows it
+        auto-resets, so the generator advances the same whatever is done.
+        """
+        return self._sample_initial_state(self.num_envs)
+
+    def transition(
         self,
         state: State,
         action: torch.Tensor,
@@ -172,7 +180,8 @@ class BatchedDifferentiableEnv(ABC):
 
         Returns observation, reward, terminated, truncated, final observation,
         metrics, the next state (finished rows replaced by ``fresh``) and the
-        next step counters.
+        next step counters. :meth:`step` is ``transition(state, action,
+        draw_reset_states(), elapsed_steps)``, keeping the next state and counters.
         """
         next_state = self._dynamics(state, action)
         reward = self._reward(state, action, next_state)
@@ -206,7 +215,7 @@ class BatchedDifferentiableEnv(ABC):
         eager step's up to floating-point reassociation.
         """
         compile_kwargs.setdefault("dynamic", False)
-        self._transition = torch.compile(self._transition, **compile_kwargs)
+        self.transition = torch.compile(self.transition, **compile_kwargs)
 
     def detach_state(self) -> torch.Tensor:
         """Cut the graph of the carried state and return the current observation."""
