@@ -1,4 +1,4 @@
-"""The torch.compile path trains like eager (compiled env step and policy network)."""
+"""The torch.compile paths train like eager: fused compiled chunks, and per-step compilation."""
 
 from __future__ import annotations
 
@@ -6,20 +6,94 @@ import pytest
 import torch
 
 from helpers import build_point_mass_trainer, learning_state
-from pathgrad.envs import Pendulum
+from pathgrad.collector import DifferentiableCollector
+from pathgrad.envs import Pendulum, PointMass
+from pathgrad.normalization import RunningObservationNormalizer
+from pathgrad.policies import GaussianMLPPolicy
+
+
+def _collector(fused_chunk_steps: int | None) -> DifferentiableCollector:
+    """Float64 PointMass with resets every 3 steps, a normalizer and action clipping."""
+    env = PointMass(5, dtype="float64", max_episode_steps=3, seed=3)
+    torch.manual_seed(0)
+    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(8,), init_log_std=0.5).double()
+    normalizer = RunningObservationNormalizer(6)
+    normalizer.update(torch.randn(64, 6, dtype=torch.float64) * 2.0 + 1.0)
+    collector = DifferentiableCollector(
+        env, policy, "cpu", observation_normalizer=normalizer, clip_actions_to_space=True
+    )
+    if fused_chunk_steps is not None:
+        collector.compile_chunks(fused_chunk_steps)
+    collector.reset(seed=4)
+    return collector
 
 
 @pytest.mark.slow
-def test_torch_compile_gives_the_results_of_eager(tmp_path):
-    settings = {"dtype": "float64", "eval_frequency_steps": 0}
+def test_fused_chunks_collect_what_the_eager_collector_collects():
+    eager, fused = _collector(None), _collector(3)
+    chunks = fused.compiled_chunks
+    compiled_calls = []
+
+    def counting(*args):
+        compiled_calls.append(len(args[3]))
+        return compiled_steps(*args)
+
+    compiled_steps, chunks._compiled_steps = chunks._compiled_steps, counting
+    seen = []
+    for segment in range(2):  # 7 steps: two compiled chunks and one eager step, twice
+        torch.manual_seed(10 + segment)
+        expected = eager.collect(7)
+        torch.manual_seed(10 + segment)
+        got = fused.collect(7, on_step_callback=seen.append)
+        assert got.dones.any() and len(seen) == 7 * (segment + 1)
+        assert torch.equal(got.dones, expected.dones)
+        for name in ("observations", "rewards", "final_observation"):
+            assert torch.allclose(getattr(got, name), getattr(expected, name), rtol=1e-12), name
+        for ours, theirs in zip(got.transitions, expected.transitions, strict=True):
+            for key in ("action", "log_prob", "entropy", "mean"):
+                assert torch.allclose(ours.policy_output[key], theirs.policy_output[key]), key
+            final = ours.info["final_observation"], theirs.info["final_observation"]
+            assert torch.allclose(*final, rtol=1e-12)
+            assert ours.info["metrics"].keys() == theirs.info["metrics"].keys()
+        gradients = [
+            torch.autograd.grad(
+                rollout.rewards.sum() + rollout.final_observation.square().sum(),
+                list(collector.policy.parameters()),
+            )
+            for rollout, collector in ((got, fused), (expected, eager))
+        ]
+        for ours, theirs in zip(*gradients, strict=True):
+            assert torch.allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+        for key, value in fused.env.state.items():
+            assert torch.allclose(value, eager.env.state[key], rtol=1e-12), key
+        assert torch.equal(fused.env.elapsed_steps, eager.env.elapsed_steps)
+        fused.detach_state(), eager.detach_state()
+    assert compiled_calls == [3, 3, 3, 3]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("settings", "fused"),
+    [({"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3}, True), ({}, False)],
+    ids=["fused-chunks", "per-step-with-adjoint-hooks"],
+)
+def test_torch_compile_gives_the_results_of_eager(tmp_path, settings, fused):
+    settings = {"dtype": "float64", "eval_frequency_steps": 0, **settings}
     eager = build_point_mass_trainer(tmp_path / "eager", **settings)
     eager.train(total_updates=3)
     compiled = build_point_mass_trainer(tmp_path / "compiled", torch_compile=True, **settings)
     compiled.train(total_updates=3)
-    assert hasattr(compiled.policy._distribution, "_torchdynamo_orig_callable")
+    assert (compiled.collector.compiled_chunks is not None) is fused
+    compiled_policy = hasattr(compiled.policy.action_from_noise, "_torchdynamo_orig_callable")
+    assert compiled_policy is not fused
     for name, value in learning_state(eager).items():
         assert torch.allclose(value, learning_state(compiled)[name], rtol=1e-9, atol=1e-12), name
     assert list(compiled.ret_window) == pytest.approx(list(eager.ret_window), rel=1e-9)
+
+
+def test_compile_chunk_steps_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="compile_chunk_steps must be positive"):
+        build_point_mass_trainer(tmp_path, torch_compile=True, compile_chunk_steps=0)
 
 
 @pytest.mark.slow

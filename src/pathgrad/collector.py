@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from pathgrad.compiled_rollout import CompiledRolloutChunks
 from pathgrad.env import DifferentiableVecEnv
 from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
 from pathgrad.normalization import RunningObservationNormalizer
@@ -142,6 +143,7 @@ class DifferentiableCollector:
         self.action_adjoint_max_norm = float(action_adjoint_max_norm)
         self.record_action_adjoint_stats = bool(record_action_adjoint_stats)
         self._observation: torch.Tensor | None = None
+        self.compiled_chunks: CompiledRolloutChunks | None = None
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         if self.clip_actions_to_space:
             space = env.single_action_space
@@ -153,6 +155,21 @@ class DifferentiableCollector:
                 torch.as_tensor(space.low, device=self.device),
                 torch.as_tensor(space.high, device=self.device),
             )
+
+    def compile_chunks(self, chunk_steps: int) -> None:
+        """Collect through :class:`CompiledRolloutChunks` of ``chunk_steps`` steps.
+
+        Used whenever no per-step gradient hook is needed (no action adjoint
+        clipping or statistics, env ``state_gradient_decay`` of 1); otherwise
+        :meth:`collect` keeps its per-step path.
+        """
+        self.compiled_chunks = CompiledRolloutChunks(
+            self.env,
+            self.policy,
+            chunk_steps,
+            observation_normalizer=self.observation_normalizer,
+            action_bounds=self._action_bounds,
+        )
 
     @property
     def observation(self) -> torch.Tensor | None:
@@ -187,6 +204,12 @@ class DifferentiableCollector:
             if self.action_adjoint_max_norm > 0.0 or self.record_action_adjoint_stats
             else None
         )
+        if (
+            self.compiled_chunks is not None
+            and stats is None
+            and getattr(self.env, "state_gradient_decay", 1.0) == 1.0
+        ):
+            return self._collect_fused(num_steps, deterministic, on_step_callback)
         transitions = []
         observation = initial_observation
         for _ in range(num_steps):
@@ -222,6 +245,33 @@ class DifferentiableCollector:
                 on_step_callback(transition)
         self._observation = observation
         return DifferentiableRollout(initial_observation, tuple(transitions), stats)
+
+    def _collect_fused(
+        self,
+        num_steps: int,
+        deterministic: bool,
+        on_step_callback: Callable[[DifferentiableTransition], None] | None,
+    ) -> DifferentiableRollout:
+        assert self.compiled_chunks is not None and self._observation is not None
+        initial_observation = self._observation
+        records = self.compiled_chunks.run(initial_observation, num_steps, deterministic)
+        transitions = []
+        for observation, policy_output, reward, terminated, truncated, next_obs, info in records:
+            transition = DifferentiableTransition(
+                observation=observation,
+                policy_output=policy_output,
+                reward=reward,
+                terminated=terminated,
+                truncated=truncated,
+                done=terminated | truncated,
+                next_observation=next_obs,
+                info=info,
+            )
+            transitions.append(transition)
+            if on_step_callback is not None:
+                on_step_callback(transition)
+        self._observation = transitions[-1].next_observation
+        return DifferentiableRollout(initial_observation, tuple(transitions), None)
 
     def _adjoint_clipper(
         self, stats: BatchedGradientNormStats

@@ -18,6 +18,7 @@ from pathgrad.collector import (
     DifferentiableRollout,
     DifferentiableTransition,
 )
+from pathgrad.compiled_rollout import supports_fused_steps
 from pathgrad.env import (
     DifferentiableRolloutSpec,
     DifferentiableVecEnv,
@@ -56,9 +57,15 @@ class DifferentiableTrainerCfg:
         record_gradient_health: Record the action adjoint's mean and largest
             norm across the window and its fraction of non-finite rows every
             update (``train/action_adjoint_*``), without clipping.
-        torch_compile: Compile the env step and the policy network with
-            ``torch.compile`` (needs an env with ``compile_step`` and a policy
-            with ``compile_networks``, as the built-in ones have).
+        torch_compile: Compile training rollouts with ``torch.compile``:
+            ``compile_chunk_steps`` steps (normalization, policy, env step) fused
+            into one compiled region (built-in envs and ``GaussianMLPPolicy``);
+            with per-step gradient hooks (action adjoint clipping or health
+            record, state-gradient decay) or other envs and policies, the env
+            step and policy network compiled separately (``compile_step``,
+            ``compile_networks``).
+        compile_chunk_steps: Steps fused into one compiled region; more fuse
+            more work and take longer to compile.
         gradient_checkpointing: In complete mode, keep only every
             ``checkpoint_chunk_steps``-th state and recompute the steps between
             during backward: memory of a long rollout shrinks, gradients stay.
@@ -88,6 +95,7 @@ class DifferentiableTrainerCfg:
     action_adjoint_max_norm: float = 0.0
     record_gradient_health: bool = False
     torch_compile: bool = False
+    compile_chunk_steps: int = 4
     gradient_checkpointing: bool = False
     checkpoint_chunk_steps: int = 32
     state_gradient_decay: float = 1.0
@@ -122,6 +130,8 @@ class DifferentiableTrainerCfg:
             raise ValueError("action_adjoint_max_norm cannot be negative.")
         if not 0.0 < self.state_gradient_decay <= 1.0:
             raise ValueError("state_gradient_decay must be in (0, 1].")
+        if self.compile_chunk_steps <= 0:
+            raise ValueError("compile_chunk_steps must be positive.")
         if self.checkpoint_chunk_steps <= 0:
             raise ValueError("checkpoint_chunk_steps must be positive.")
         if self.gradient_checkpointing and self.rollout_mode != "complete":
@@ -178,12 +188,6 @@ class DifferentiableTrainer:
                 f"{type(algorithm).__name__} supports rollout_mode {list(modes)}, "
                 f"not '{cfg.rollout_mode}'."
             )
-        if cfg.torch_compile:
-            for owner, method in ((env, "compile_step"), (policy, "compile_networks")):
-                if not callable(getattr(owner, method, None)):
-                    raise ValueError(f"torch_compile needs {type(owner).__name__}.{method}().")
-            env.compile_step()
-            policy.compile_networks()
         if cfg.gradient_checkpointing and not supports_checkpointing(env):
             raise ValueError(
                 "gradient_checkpointing needs an env built on BatchedDifferentiableEnv."
@@ -218,6 +222,8 @@ class DifferentiableTrainer:
             action_adjoint_max_norm=cfg.action_adjoint_max_norm,
             record_action_adjoint_stats=cfg.record_gradient_health,
         )
+        if cfg.torch_compile:
+            self._compile_rollouts(env, policy)
         algorithm.observation_transform = (
             observation_normalizer.normalize if observation_normalizer is not None else None
         )
@@ -238,6 +244,23 @@ class DifferentiableTrainer:
         self.checkpoint_extra: dict[str, Any] = {}
         self.in_critical_section = False
         self._deferred_interrupt: type[BaseException] | None = None
+
+    def _compile_rollouts(self, env: DifferentiableVecEnv, policy: Policy) -> None:
+        """Fused compiled chunks where possible, else compiled env step and policy network."""
+        cfg = self.cfg
+        per_step_hooks = (
+            cfg.action_adjoint_max_norm > 0.0
+            or cfg.record_gradient_health
+            or cfg.state_gradient_decay != 1.0
+        )
+        if supports_fused_steps(env, policy) and not per_step_hooks:
+            self.collector.compile_chunks(cfg.compile_chunk_steps)
+            return
+        for owner, method in ((env, "compile_step"), (policy, "compile_networks")):
+            if not callable(getattr(owner, method, None)):
+                raise ValueError(f"torch_compile needs {type(owner).__name__}.{method}().")
+        env.compile_step()
+        policy.compile_networks()
 
     @property
     def ret_window(self) -> deque[float]:
