@@ -5,11 +5,12 @@ Adam, gradient clipping, discount restarted at done, state detached after each
 window), from the same seed. Runs alternate between the contenders so that
 machine noise hits them alike; the script prints the median env-steps per
 second of each and their ratio to the hand-written (eager) loop, per batch
-size. ``--compile`` adds the trainer with ``torch_compile=True`` (compiled
-env step and policy network; compilation happens before timing).
+size. ``--compile`` adds the trainer with ``torch_compile=True`` (policy and
+env step fused into compiled chunks of ``--chunk-steps`` steps; one contender
+per chunk size; compilation happens before timing and its seconds are printed).
 
 Run: ``python benchmarks/overhead.py [--num-envs 16 64 1024] [--window 32]
-[--updates 60] [--repeats 7] [--compile] [--quick]``
+[--updates 60] [--repeats 7] [--compile [--chunk-steps 4 ...]] [--quick]``
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def hand_written_loop(num_envs: int, window: int, updates: int, seed: int) -> fl
     return time.perf_counter() - start
 
 
-def make_trainer(num_envs: int, window: int, seed: int, compiled: bool = False):
+def make_trainer(num_envs: int, window: int, seed: int, chunk_steps: int | None = None):
     """The pathgrad trainer doing the same updates."""
     env, policy = build(num_envs, seed)
     algorithm = pathgrad.APG(
@@ -70,7 +71,11 @@ def make_trainer(num_envs: int, window: int, seed: int, compiled: bool = False):
         ),
         policy,
     )
-    cfg = pathgrad.DifferentiableTrainerCfg(segment_length=window, torch_compile=compiled)
+    cfg = pathgrad.DifferentiableTrainerCfg(
+        segment_length=window,
+        torch_compile=chunk_steps is not None,
+        compile_chunk_steps=chunk_steps or 4,
+    )
     trainer = pathgrad.DifferentiableTrainer(cfg, env, policy, algorithm)
     trainer.collector.reset()
     return trainer
@@ -84,24 +89,32 @@ def pathgrad_trainer(num_envs: int, window: int, updates: int, seed: int) -> flo
     return time.perf_counter() - start
 
 
-_COMPILED: dict[tuple[int, int], pathgrad.DifferentiableTrainer] = {}
+_COMPILED: dict[tuple[int, int, int], pathgrad.DifferentiableTrainer] = {}
+COMPILE_SECONDS: dict[tuple[int, int], float] = {}
 
 
-def pathgrad_compiled(num_envs: int, window: int, updates: int, seed: int) -> float:
-    """Seconds for the same updates with the compiled env step and policy network.
+def pathgrad_compiled(chunk_steps: int):
+    """A contender: the same updates with policy and env step fused in compiled chunks.
 
-    One trainer per batch size is compiled (two updates, forward and backward
-    graphs) before any timing, then keeps training run after run: compiling
-    afresh for every run would measure the compiler.
+    One trainer per batch size is compiled (two updates: forward and backward
+    graphs, with and without a graph-connected input) before any timing, then
+    keeps training run after run: compiling afresh for every run would
+    measure the compiler.
     """
-    key = (num_envs, window)
-    if key not in _COMPILED:
-        _COMPILED[key] = make_trainer(num_envs, window, seed, compiled=True)
-        _COMPILED[key].train(total_updates=2)
-    trainer = _COMPILED[key]
-    start = time.perf_counter()
-    trainer.train(total_updates=trainer.num_updates + updates)
-    return time.perf_counter() - start
+
+    def run(num_envs: int, window: int, updates: int, seed: int) -> float:
+        key = (num_envs, window, chunk_steps)
+        if key not in _COMPILED:
+            start = time.perf_counter()
+            _COMPILED[key] = make_trainer(num_envs, window, seed, chunk_steps)
+            _COMPILED[key].train(total_updates=2)
+            COMPILE_SECONDS[(num_envs, chunk_steps)] = time.perf_counter() - start
+        trainer = _COMPILED[key]
+        start = time.perf_counter()
+        trainer.train(total_updates=trainer.num_updates + updates)
+        return time.perf_counter() - start
+
+    return run
 
 
 def main() -> None:
@@ -112,13 +125,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true", help="add the torch.compile path")
+    parser.add_argument(
+        "--chunk-steps", type=int, nargs="+", default=[4], help="compiled chunk sizes to time"
+    )
     parser.add_argument("--quick", action="store_true", help="a few short runs (for tests)")
     args = parser.parse_args()
     if args.quick:
         args.updates, args.repeats, args.num_envs = 3, 2, [16]
     contenders = {"hand-written": hand_written_loop, "pathgrad": pathgrad_trainer}
     if args.compile:
-        contenders["pathgrad+compile"] = pathgrad_compiled
+        for chunk_steps in args.chunk_steps:
+            contenders[f"pathgrad+compile (chunk {chunk_steps})"] = pathgrad_compiled(chunk_steps)
     print(
         f"PointMass, {args.window}-step windows, {args.updates} updates per run, median of "
         f"{args.repeats} alternating runs, torch {torch.__version__}, "
@@ -139,6 +156,10 @@ def main() -> None:
         base = medians["hand-written"]
         cells = [f"{value:,.0f} ({value / base:.3f})" for value in medians.values()]
         print(f"| {num_envs} | " + " | ".join(cells) + " |")
+    if COMPILE_SECONDS:
+        print()
+        for (num_envs, chunk_steps), seconds in COMPILE_SECONDS.items():
+            print(f"compile, {num_envs} envs, chunk {chunk_steps}: {seconds:.1f} s")
 
 
 if __name__ == "__main__":

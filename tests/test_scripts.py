@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -47,9 +49,15 @@ def test_example_refuses_to_overwrite_a_run(tmp_path):
     assert result.returncode != 0 and "exists" in result.stderr
 
 
+@pytest.mark.slow
 def test_overhead_benchmark_quick_mode_prints_the_ratio(tmp_path):
-    output = run_script(str(ROOT / "benchmarks" / "overhead.py"), "--quick", cwd=tmp_path)
-    assert "| envs | hand-written | pathgrad |" in output and "\n| 16 | " in output
+    output = run_script(
+        str(ROOT / "benchmarks" / "overhead.py"),
+        *("--quick", "--compile", "--chunk-steps", "2"),
+        cwd=tmp_path,
+    )
+    assert "| envs | hand-written | pathgrad | pathgrad+compile (chunk 2) |" in output
+    assert "\n| 16 | " in output and "compile, 16 envs, chunk 2: " in output
 
 
 def test_readme_python_example_runs(tmp_path):
