@@ -42,6 +42,29 @@ class DifferentiableTransition:
     next_observation: torch.Tensor
     info: Mapping[str, Any]
 
+    @classmethod
+    def from_step(
+        cls,
+        observation: torch.Tensor,
+        policy_output: Mapping[str, torch.Tensor],
+        reward: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        next_observation: torch.Tensor,
+        info: Mapping[str, Any],
+    ) -> DifferentiableTransition:
+        """The transition of one step, ``done`` derived from the two flags."""
+        return cls(
+            observation=observation,
+            policy_output=policy_output,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            done=terminated | truncated,
+            next_observation=next_observation,
+            info=info,
+        )
+
     @property
     def action(self) -> torch.Tensor:
         """The action passed to the env (after clipping, if enabled)."""
@@ -229,15 +252,8 @@ class DifferentiableCollector:
             if stats is not None and action.requires_grad:
                 action.register_hook(self._adjoint_clipper(stats))
             next_observation, reward, terminated, truncated, info = self.env.step(action)
-            transition = DifferentiableTransition(
-                observation=observation,
-                policy_output=policy_output,
-                reward=reward,
-                terminated=terminated,
-                truncated=truncated,
-                done=terminated | truncated,
-                next_observation=next_observation,
-                info=info,
+            transition = DifferentiableTransition.from_step(
+                observation, policy_output, reward, terminated, truncated, next_observation, info
             )
             transitions.append(transition)
             observation = next_observation
@@ -256,17 +272,8 @@ class DifferentiableCollector:
         initial_observation = self._observation
         records = self.compiled_chunks.run(initial_observation, num_steps, deterministic)
         transitions = []
-        for observation, policy_output, reward, terminated, truncated, next_obs, info in records:
-            transition = DifferentiableTransition(
-                observation=observation,
-                policy_output=policy_output,
-                reward=reward,
-                terminated=terminated,
-                truncated=truncated,
-                done=terminated | truncated,
-                next_observation=next_obs,
-                info=info,
-            )
+        for record in records:
+            transition = DifferentiableTransition.from_step(*record)
             transitions.append(transition)
             if on_step_callback is not None:
                 on_step_callback(transition)
