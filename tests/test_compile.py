@@ -74,8 +74,12 @@ def test_fused_chunks_collect_what_the_eager_collector_collects():
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("settings", "fused"),
-    [({"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3}, True), ({}, False)],
-    ids=["fused-chunks", "per-step-with-adjoint-hooks"],
+    [
+        ({"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3}, True),
+        ({"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3, "algorithm": "shac"}, True),
+        ({}, False),
+    ],
+    ids=["fused-chunks", "fused-chunks-shac", "per-step-with-adjoint-hooks"],
 )
 def test_torch_compile_gives_the_results_of_eager(tmp_path, settings, fused):
     settings = {"dtype": "float64", "eval_frequency_steps": 0, **settings}
