@@ -19,7 +19,7 @@ compiled graph; the collector falls back to its per-step path for those.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -27,16 +27,17 @@ from pathgrad.normalization import RunningObservationNormalizer, apply_normaliza
 
 __all__ = ["CompiledRolloutChunks", "StepRecord", "supports_fused_steps"]
 
-# observation, policy output, reward, terminated, truncated, next observation, info
-StepRecord = tuple[
-    torch.Tensor,
-    dict[str, torch.Tensor],
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    dict[str, Any],
-]
+
+class StepRecord(NamedTuple):
+    """What one fused step produced (the fields of a ``DifferentiableTransition`` but ``done``)."""
+
+    observation: torch.Tensor
+    policy_output: dict[str, torch.Tensor]
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    next_observation: torch.Tensor
+    info: dict[str, Any]
 
 
 def supports_fused_steps(env: Any, policy: Any) -> bool:
@@ -94,7 +95,7 @@ class CompiledRolloutChunks:
 
         Full chunks run compiled; a shorter remainder runs the same function
         eagerly (compiling each remainder length would cost more than it saves).
-        The env's ``state`` and ``elapsed_steps`` advance as :meth:`env.step` would.
+        The env's ``state`` and ``elapsed_steps`` advance as its ``step`` would.
         """
         env = self.env
         records: list[StepRecord] = []
@@ -113,7 +114,7 @@ class CompiledRolloutChunks:
                 observation, env.state, env.elapsed_steps, noises, resets, normalization
             )
             records.extend(chunk)
-            observation = chunk[-1][5]
+            observation = chunk[-1].next_observation
             done_steps += count
         return records
 
@@ -152,7 +153,15 @@ class CompiledRolloutChunks:
             ) = self.env.transition(state, action.to(self.env.dtype), reset, elapsed_steps)
             info = {"final_observation": final_observation, "metrics": metrics}
             records.append(
-                (observation, policy_output, reward, terminated, truncated, next_observation, info)
+                StepRecord(
+                    observation=observation,
+                    policy_output=policy_output,
+                    reward=reward,
+                    terminated=terminated,
+                    truncated=truncated,
+                    next_observation=next_observation,
+                    info=info,
+                )
             )
             observation = next_observation
         return records, state, elapsed_steps
