@@ -182,8 +182,7 @@ class DifferentiableCollector:
     def compile_chunks(self, chunk_steps: int) -> None:
         """Collect through :class:`CompiledRolloutChunks` of ``chunk_steps`` steps.
 
-        Used whenever no per-step gradient hook is needed (no action adjoint
-        clipping or statistics, env ``state_gradient_decay`` of 1); otherwise
+        Used whenever :attr:`needs_step_hooks` is false; otherwise
         :meth:`collect` keeps its per-step path.
         """
         self.compiled_chunks = CompiledRolloutChunks(
@@ -192,6 +191,18 @@ class DifferentiableCollector:
             chunk_steps,
             observation_normalizer=self.observation_normalizer,
             action_bounds=self._action_bounds,
+        )
+
+    @property
+    def needs_step_hooks(self) -> bool:
+        """Whether steps need gradient hooks (adjoint clipping or statistics, state decay).
+
+        Hooks cannot live inside a compiled graph: such steps take the per-step path.
+        """
+        return (
+            self.action_adjoint_max_norm > 0.0
+            or self.record_action_adjoint_stats
+            or getattr(self.env, "state_gradient_decay", 1.0) != 1.0
         )
 
     @property
@@ -227,11 +238,7 @@ class DifferentiableCollector:
             if self.action_adjoint_max_norm > 0.0 or self.record_action_adjoint_stats
             else None
         )
-        if (
-            self.compiled_chunks is not None
-            and stats is None
-            and getattr(self.env, "state_gradient_decay", 1.0) == 1.0
-        ):
+        if self.compiled_chunks is not None and not self.needs_step_hooks:
             return self._collect_fused(num_steps, deterministic, on_step_callback)
         transitions = []
         observation = initial_observation

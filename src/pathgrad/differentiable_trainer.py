@@ -247,14 +247,8 @@ class DifferentiableTrainer:
 
     def _compile_rollouts(self, env: DifferentiableVecEnv, policy: Policy) -> None:
         """Fused compiled chunks where possible, else compiled env step and policy network."""
-        cfg = self.cfg
-        per_step_hooks = (
-            cfg.action_adjoint_max_norm > 0.0
-            or cfg.record_gradient_health
-            or cfg.state_gradient_decay != 1.0
-        )
-        if supports_fused_steps(env, policy) and not per_step_hooks:
-            self.collector.compile_chunks(cfg.compile_chunk_steps)
+        if supports_fused_steps(env, policy) and not self.collector.needs_step_hooks:
+            self.collector.compile_chunks(self.cfg.compile_chunk_steps)
             return
         for owner, method in ((env, "compile_step"), (policy, "compile_networks")):
             if not callable(getattr(owner, method, None)):
