@@ -54,7 +54,7 @@ class RecordingPolicy(LinearPolicy):
 
 
 def test_policy_sees_normalized_observations_and_rollout_keeps_raw_ones():
-    normalizer = RunningObservationNormalizer(1)
+    normalizer = RunningObservationNormalizer(1, initial_count=0.0)
     normalizer.update(torch.tensor([[1.0], [3.0]], dtype=torch.float64))  # mean 2, var 1
     policy = RecordingPolicy()
     env = ScalarEnv([4.0, 0.0])

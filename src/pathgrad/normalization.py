@@ -14,17 +14,31 @@ class RunningObservationNormalizer:
     """Normalize observations by running statistics, merged batch by batch.
 
     Statistics are accumulated in float64 (Chan et al.'s parallel merge), so
-    millions of updates do not drift. :meth:`normalize` is differentiable in
-    its input: the statistics are constants, and dimensions clipped at
-    ``±clip`` get zero gradient. Dimensions where ``normalize_mask`` is false
-    pass through unchanged.
+    millions of updates do not drift. They start from mean 0 and variance 1
+    weighted by ``initial_count`` pseudo-observations (``1e-4`` by default, as
+    in the reference; ``0`` makes the first batch's moments the statistics).
+    :meth:`normalize` is differentiable in its input: the statistics are
+    constants, and dimensions clipped at ``±clip`` get zero gradient.
+    Dimensions where ``normalize_mask`` is false pass through unchanged.
+
+    Rows of a batch with any non-finite entry are left out of the statistics
+    and counted in :attr:`skipped_rows`, so one diverged env cannot poison
+    them. :meth:`update` never synchronizes with the device.
 
     Args:
         dim: Observation size.
         device: Device of the statistics.
         normalize_mask: Optional bool per dimension; false leaves it as is.
         epsilon: Added to the variance before the square root.
-        clip: Normalized values are clipped to ``[-clip, clip]``.
+        clip: Normalized values are clipped to ``[-clip, clip]``; ``None``
+            (the default, as in the reference) does not clip; pathgrad's
+            former default was ``10.0``.
+        initial_count: Pseudo-count of the initial statistics (mean 0,
+            variance 1); ``0`` is pathgrad's former behaviour.
+
+    Attributes:
+        skipped_rows: Rows left out of the statistics for non-finite entries
+            since construction (int64 tensor; not part of the state dict).
     """
 
     def __init__(
@@ -34,16 +48,19 @@ class RunningObservationNormalizer:
         normalize_mask: Sequence[bool] | torch.Tensor | None = None,
         *,
         epsilon: float = 1e-8,
-        clip: float = 10.0,
+        clip: float | None = None,
+        initial_count: float = 1e-4,
     ) -> None:
         if int(dim) <= 0:
             raise ValueError(f"dim must be positive, got {dim}.")
-        if not clip > 0.0:
-            raise ValueError(f"clip must be positive, got {clip}.")
+        if clip is not None and not clip > 0.0:
+            raise ValueError(f"clip must be positive or None, got {clip}.")
+        if not 0.0 <= initial_count < float("inf"):
+            raise ValueError(f"initial_count must be finite and >= 0, got {initial_count}.")
         self.dim = int(dim)
         self.device = torch.device(device)
         self.epsilon = float(epsilon)
-        self.clip = float(clip)
+        self.clip = None if clip is None else float(clip)
         if normalize_mask is None:
             mask = torch.ones(self.dim, dtype=torch.bool)
         else:
@@ -53,39 +70,56 @@ class RunningObservationNormalizer:
         self.normalize_mask = mask.to(self.device)
         self.mean = torch.zeros(self.dim, dtype=torch.float64, device=self.device)
         self.var = torch.ones(self.dim, dtype=torch.float64, device=self.device)
-        self.count = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.count = torch.tensor(float(initial_count), dtype=torch.float64, device=self.device)
+        self.skipped_rows = torch.zeros((), dtype=torch.int64, device=self.device)
         self._cache: dict[torch.dtype, tuple[torch.Tensor, ...]] = {}
+
+    @property
+    def observation_dim(self) -> int:
+        """Observation size (the reference's name for :attr:`dim`)."""
+        return self.dim
 
     @torch.no_grad()
     def update(self, observations: torch.Tensor) -> None:
-        """Merge a batch ``[B, dim]`` into the running statistics."""
+        """Merge the finite rows of a batch ``[B, dim]`` into the running statistics."""
         batch = observations.detach().reshape(-1, self.dim).to(self.device, torch.float64)
-        batch_count = batch.shape[0]
-        if batch_count == 0:
+        if batch.shape[0] == 0:
             return
-        batch_mean = batch.mean(dim=0)
-        batch_var = batch.var(dim=0, unbiased=False)
-        total = self.count + batch_count
+        finite = torch.isfinite(batch).all(dim=1, keepdim=True)
+        rows = finite.sum(dtype=torch.float64)
+        self.skipped_rows = self.skipped_rows + (batch.shape[0] - rows).to(torch.int64)
+        # Masked moments of the finite rows, without indexing (no host sync).
+        safe_rows = rows.clamp_min(1.0)
+        batch_mean = torch.where(finite, batch, 0.0).sum(dim=0) / safe_rows
+        centered = torch.where(finite, batch - batch_mean, 0.0)
+        batch_var = centered.square().sum(dim=0) / safe_rows
+        total = self.count + rows
+        safe_total = torch.where(total > 0, total, 1.0)
         delta = batch_mean - self.mean
-        self.mean = self.mean + delta * (batch_count / total)
-        merged_m2 = self.var * self.count + batch_var * batch_count
-        self.var = (merged_m2 + delta.square() * self.count * batch_count / total) / total
+        mean = self.mean + delta * (rows / safe_total)
+        merged_m2 = self.var * self.count + batch_var * rows
+        var = (merged_m2 + delta.square() * self.count * rows / safe_total) / safe_total
+        has_rows = rows > 0
+        self.mean = torch.where(has_rows, mean, self.mean)
+        self.var = torch.where(has_rows, var, self.var)
         self.count = total
         self._cache.clear()
 
     def constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """Shift, scale and clip bounds in ``dtype``; identity on masked-out dims.
 
-        :func:`apply_normalization` with them is :meth:`normalize`; they stay
-        the same objects until the next :meth:`update` or load.
+        The bounds are ``±inf`` where nothing is clipped. :func:`apply_normalization`
+        with them is :meth:`normalize`; they stay the same objects until the
+        next :meth:`update` or load.
         """
         if dtype not in self._cache:
             mask = self.normalize_mask
             inf = torch.full_like(self.mean, float("inf"))
+            bound = inf if self.clip is None else torch.full_like(inf, self.clip)
             shift = torch.where(mask, self.mean, torch.zeros_like(self.mean))
             scale = torch.where(mask, (self.var + self.epsilon).rsqrt(), torch.ones_like(self.var))
-            low = torch.where(mask, torch.full_like(inf, -self.clip), -inf)
-            high = torch.where(mask, torch.full_like(inf, self.clip), inf)
+            low = torch.where(mask, -bound, -inf)
+            high = torch.where(mask, bound, inf)
             self._cache[dtype] = tuple(t.to(dtype) for t in (shift, scale, low, high))
         return self._cache[dtype]
 
@@ -94,7 +128,7 @@ class RunningObservationNormalizer:
         return apply_normalization(observations, self.constants(observations.dtype))
 
     def state_dict(self) -> dict[str, Any]:
-        """Statistics and settings, for checkpoints."""
+        """Statistics and settings, for checkpoints (``clip`` is ``None`` when off)."""
         return {
             "mean": self.mean.clone(),
             "var": self.var.clone(),
@@ -107,20 +141,35 @@ class RunningObservationNormalizer:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned.
 
+        The saved ``clip`` and ``epsilon`` replace this normalizer's, so a
+        checkpoint written with ``clip=10.0`` normalizes as it did. A state
+        without them (the reference's format: ``mean``, ``var``, a float
+        ``count``, optional ``normalize_mask``) keeps this normalizer's settings.
+
         Raises:
-            ValueError: If the saved statistics have another dimension.
+            ValueError: If the saved statistics have another dimension or the
+                count is negative or not finite.
         """
-        shape = tuple(state["mean"].shape)
+        mean = torch.as_tensor(state["mean"])
+        shape = tuple(mean.shape)
         if shape != (self.dim,):
             raise ValueError(
                 f"observation_normalizer.mean has shape {shape}, expected {(self.dim,)}."
             )
-        self.mean = state["mean"].to(self.device, torch.float64).clone()
-        self.var = state["var"].to(self.device, torch.float64).clone()
-        self.count = state["count"].to(self.device, torch.float64).clone()
-        self.normalize_mask = state["normalize_mask"].to(self.device, torch.bool).clone()
-        self.epsilon = float(state["epsilon"])
-        self.clip = float(state["clip"])
+        count = torch.as_tensor(state["count"], dtype=torch.float64)
+        if not bool(torch.isfinite(count)) or float(count) < 0.0:
+            raise ValueError(
+                f"observation_normalizer.count must be finite and >= 0, got {float(count)}."
+            )
+        mask = state.get("normalize_mask", self.normalize_mask)
+        self.mean = mean.to(self.device, torch.float64).clone()
+        self.var = torch.as_tensor(state["var"]).to(self.device, torch.float64).clone()
+        self.count = count.to(self.device).clone()
+        self.normalize_mask = torch.as_tensor(mask).to(self.device, torch.bool).clone()
+        if "epsilon" in state:
+            self.epsilon = float(state["epsilon"])
+        if "clip" in state:
+            self.clip = None if state["clip"] is None else float(state["clip"])
         self._cache.clear()
 
 
