@@ -4,6 +4,7 @@ from pathgrad.envs.base import BatchedDifferentiableEnv
 from pathgrad.envs.cartpole_swingup import CartPoleSwingUp
 from pathgrad.envs.curriculum import HorizonCurriculum
 from pathgrad.envs.gymnasium_adapter import GymnasiumVectorEnv, to_gymnasium, to_sb3
+from pathgrad.envs.gymnasium_env import GymnasiumEnv, to_gymnasium_env
 from pathgrad.envs.mountain_car import MountainCarContinuous
 from pathgrad.envs.pendulum import Pendulum
 from pathgrad.envs.point_mass import PointMass
@@ -13,6 +14,7 @@ from pathgrad.envs.reacher import Reacher
 __all__ = [
     "BatchedDifferentiableEnv",
     "CartPoleSwingUp",
+    "GymnasiumEnv",
     "GymnasiumVectorEnv",
     "HorizonCurriculum",
     "MountainCarContinuous",
@@ -21,5 +23,6 @@ __all__ = [
     "Quadrotor",
     "Reacher",
     "to_gymnasium",
+    "to_gymnasium_env",
     "to_sb3",
 ]

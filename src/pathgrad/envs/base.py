@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,13 +122,38 @@ class BatchedDifferentiableEnv(ABC):
         return low + (high - low) * sample
 
     def reset(
-        self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset every env; a seed reseeds the env's generator first."""
-        if seed is not None:
-            self.generator.manual_seed(int(seed))
-        self.state = self._sample_initial_state(self.num_envs)
-        self.elapsed_steps = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        """Reset every env, or the rows of ``options["reset_mask"]`` (``[N]`` bool).
+
+        An int seed reseeds the env's generator first. A sequence of
+        ``num_envs`` seeds draws row ``i`` from a generator seeded with
+        ``seed[i]`` (``None``: from the env's generator) and, when no entry is
+        ``None``, reseeds the env's generator from the whole sequence.
+
+        Raises:
+            ValueError: On a seed list of the wrong length, a mask of the wrong
+                shape or dtype, or any other option.
+        """
+        mask = _reset_mask(options, self.num_envs, self.device)
+        if seed is None or np.ndim(seed) == 0:
+            if seed is not None:
+                self.generator.manual_seed(int(seed))
+            fresh = self._sample_initial_state(self.num_envs)
+        else:
+            fresh = _sample_seeded_rows(self, list(seed), mask)
+        if mask is None:
+            self.state = fresh
+            self.elapsed_steps = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        else:
+            self.state = {
+                key: torch.where(_rows(mask, value), fresh[key], value)
+                for key, value in self.state.items()
+            }
+            self.elapsed_steps = torch.where(mask, 0, self.elapsed_steps)
         return self._observe(self.state), {}
 
     def step(
@@ -270,3 +295,54 @@ def _decay_gradient(value: torch.Tensor, factor: float) -> torch.Tensor:
 def _rows(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """Broadcast a row mask ``[N]`` against ``like`` ``[N, ...]``."""
     return mask.view((-1,) + (1,) * (like.ndim - 1))
+
+
+def _reset_mask(
+    options: Mapping[str, Any] | None, num_envs: int, device: torch.device
+) -> torch.Tensor | None:
+    """The ``reset_mask`` option as a bool tensor ``[N]``; refuse any other option."""
+    options = dict(options or {})
+    mask = options.pop("reset_mask", None)
+    if options:
+        raise ValueError(
+            f"unsupported reset option(s) {sorted(options)}; only 'reset_mask' is understood."
+        )
+    if mask is None:
+        return None
+    mask = torch.as_tensor(np.asarray(mask) if not torch.is_tensor(mask) else mask, device=device)
+    if mask.shape != (num_envs,) or mask.dtype != torch.bool:
+        raise ValueError(
+            f"reset_mask must have shape ({num_envs},) and a bool dtype, "
+            f"got shape {tuple(mask.shape)} and dtype {mask.dtype}."
+        )
+    return mask
+
+
+def _sample_seeded_rows(
+    env: BatchedDifferentiableEnv, seeds: list[int | None], mask: torch.Tensor | None
+) -> State:
+    """Initial states drawn row by row from generators seeded with ``seeds``.
+
+    Rows outside ``mask`` keep their state and consume no randomness.
+    """
+    if len(seeds) != env.num_envs:
+        raise ValueError(f"expected {env.num_envs} seeds (num_envs), got {len(seeds)}.")
+    reset_rows = [True] * env.num_envs if mask is None else mask.tolist()
+    main = env.generator
+    rows: list[State] = []
+    try:
+        for row, (seed, reset_row) in enumerate(zip(seeds, reset_rows, strict=True)):
+            if not reset_row:
+                rows.append({key: value[row : row + 1] for key, value in env.state.items()})
+                continue
+            env.generator = main
+            if seed is not None:
+                env.generator = torch.Generator(device=env.device)
+                env.generator.manual_seed(int(seed))
+            rows.append(env._sample_initial_state(1))
+    finally:
+        env.generator = main
+    if all(seed is not None for seed in seeds):
+        entropy = [int(seed) % 2**64 for seed in seeds]
+        main.manual_seed(int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0]))
+    return {key: torch.cat([row[key] for row in rows]) for key in rows[0]}
