@@ -134,3 +134,112 @@ def test_state_dict_restores_the_curve_and_restart_starts_it_again():
     assert restarted.lr_schedule.step_count == 0
     with pytest.raises(ValueError, match="resume_scheduler must be 'restore' or 'restart'"):
         restarted.load_state_dict(state, resume_scheduler="keep")
+
+
+def test_build_optimizer_accepts_a_mapping_or_nothing():
+    from pathgrad.algo import build_optimizer
+
+    model = torch.nn.Linear(2, 1)
+    sgd = build_optimizer(
+        model.parameters(), {"name": "sgd", "learning_rate": 0.05, "kwargs": {"momentum": 0.9}}
+    )
+    assert type(sgd) is torch.optim.SGD
+    assert sgd.defaults["momentum"] == 0.9 and sgd.defaults["lr"] == 0.05
+    default = build_optimizer(model.parameters())
+    assert type(default) is torch.optim.Adam and default.defaults["lr"] == 3e-4
+    with pytest.raises(ValueError, match=r"optimizer has unknown keys \['lr'\]"):
+        build_optimizer(model.parameters(), {"lr": 0.1})
+
+
+SCHEDULES = [
+    {"name": "linear", "kwargs": {"total_iters": 5, "end_factor": 0.1}},
+    {"name": "cosine", "kwargs": {"T_max": 4, "eta_min": 0.05}},
+    {"name": "exponential", "kwargs": {"gamma": 0.7}},
+    {"name": "step", "kwargs": {"step_size": 2, "gamma": 0.5}},
+    {"name": "linear", "kwargs": {"total_iters": 3}, "warmup_updates": 2},
+    {"name": None, "warmup_updates": 3, "warmup_start_factor": 0.2},
+]
+
+
+def _stepped(optimizer, scheduler, steps):
+    rates = [optimizer.param_groups[0]["lr"]]
+    for _ in range(steps):
+        optimizer.step()
+        scheduler.step()
+        rates.append(optimizer.param_groups[0]["lr"])
+    return rates
+
+
+@pytest.mark.parametrize("cfg", SCHEDULES)
+def test_build_lr_scheduler_steps_like_the_algorithm_schedule(cfg):
+    from pathgrad.algo import build_lr_scheduler
+
+    apg = make_apg(cfg, optimizer={"name": "sgd", "learning_rate": 1.0})
+    expected = rates(apg, 8)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = build_lr_scheduler(optimizer, cfg)
+    assert isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler)
+    assert _stepped(optimizer, scheduler, 8) == expected
+    assert scheduler.get_last_lr() == [expected[-1]]
+
+
+def test_build_lr_scheduler_resumes_exactly_from_its_state_dict(tmp_path):
+    from pathgrad.algo import build_lr_scheduler
+
+    cfg = {"name": "cosine", "kwargs": {"eta_min": 0.1}, "warmup_updates": 1}
+
+    def make():
+        model = torch.nn.Linear(2, 1)
+        torch.nn.init.zeros_(model.weight)
+        optimizer = torch.optim.Adam(
+            [{"params": [model.weight]}, {"params": [model.bias], "lr": 0.5}], lr=1.0
+        )
+        return optimizer, build_lr_scheduler(optimizer, cfg, total_updates=9)
+
+    def group_rates(optimizer, scheduler, steps):
+        values = [[group["lr"] for group in optimizer.param_groups]]
+        for _ in range(steps):
+            optimizer.step()
+            scheduler.step()
+            values.append([group["lr"] for group in optimizer.param_groups])
+        return values
+
+    optimizer, scheduler = make()
+    uninterrupted = group_rates(optimizer, scheduler, 9)
+    optimizer, scheduler = make()
+    group_rates(optimizer, scheduler, 4)
+    path = tmp_path / "scheduler.pt"
+    torch.save(scheduler.state_dict(), path)
+    resumed_optimizer, resumed = make()  # rebuilt at the start of the curve
+    resumed.load_state_dict(torch.load(path, weights_only=True))
+    assert resumed.last_epoch == 4
+    assert resumed.get_last_lr() == uninterrupted[4]
+    assert group_rates(resumed_optimizer, resumed, 5) == uninterrupted[4:]
+
+
+def test_build_lr_scheduler_none_horizon_and_binding():
+    from pathgrad.algo import build_lr_scheduler
+
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=1.0)
+    assert build_lr_scheduler(optimizer, None) is None
+    assert build_lr_scheduler(optimizer, {"name": None}) is None
+    with pytest.raises(ValueError, match=r"cosine scheduler requires kwargs\['T_max'\]"):
+        build_lr_scheduler(optimizer, {"name": "cosine"})
+    scheduler = build_lr_scheduler(optimizer, {"name": "linear"}, total_updates=4)
+    assert _stepped(optimizer, scheduler, 5) == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"warmup_updates \(4\) must be smaller"):
+        build_lr_scheduler(optimizer, {"name": "linear", "warmup_updates": 4}, total_updates=4)
+
+
+def test_bind_schedule_binds_the_horizon_from_the_first_update():
+    apg = make_apg({"name": "linear"})
+    apg.bind_schedule(total_updates=4)
+    assert rates(apg, 2) == pytest.approx([1.0, 0.75, 0.5])
+    apg.bind_schedule(total_updates=8)  # counted from the first update, not from now
+    assert apg.current_learning_rate() == pytest.approx(1.0 - 2 / 8)
+    explicit = make_apg({"name": "linear", "kwargs": {"total_iters": 10}})
+    explicit.bind_schedule(total_updates=4)
+    assert explicit.lr_schedule.total_horizon == 10
+    with pytest.raises(ValueError, match="total_updates must be positive"):
+        apg.bind_schedule(total_updates=0)

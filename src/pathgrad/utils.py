@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "AlgorithmCfg",
@@ -13,7 +16,14 @@ __all__ = [
     "LRSchedulerCfg",
     "OPTIMIZER_NAMES",
     "OptimizerCfg",
+    "bind_scheduler_horizon",
+    "build_lr_scheduler",
+    "build_optimizer",
+    "coerce_lr_scheduler_cfg",
+    "coerce_optimizer_cfg",
     "configclass",
+    "get_registered_lr_scheduler_names",
+    "get_registered_optimizer_names",
     "scheduler_needs_horizon",
 ]
 
@@ -115,13 +125,15 @@ class OptimizerCfg:
         """Check the optimizer name, learning rate and kwargs."""
         if str(self.name).lower() not in OPTIMIZER_NAMES:
             raise ValueError(
-                f"optimizer.name must be one of {list(OPTIMIZER_NAMES)}, got '{self.name}'."
+                f"Unsupported optimizer '{self.name}': optimizer.name must be one of "
+                f"{list(OPTIMIZER_NAMES)}."
             )
         if not self.learning_rate > 0.0:
             raise ValueError(f"optimizer.learning_rate must be positive, got {self.learning_rate}.")
         if "lr" in self.kwargs:
             raise ValueError(
-                "Pass the learning rate as optimizer.learning_rate, not optimizer.kwargs['lr']."
+                "Pass the learning rate as OptimizerCfg.learning_rate, i.e. "
+                "optimizer.learning_rate, not optimizer.kwargs['lr']."
             )
 
 
@@ -227,3 +239,71 @@ def scheduler_needs_horizon(cfg: LRSchedulerCfg | Mapping[str, Any] | None) -> b
     cfg = _coerce(cfg, LRSchedulerCfg, "lr_scheduler")
     key = cfg.horizon_key
     return key is not None and key not in cfg.kwargs
+
+
+def coerce_optimizer_cfg(value: OptimizerCfg | Mapping[str, Any] | None) -> OptimizerCfg:
+    """An :class:`OptimizerCfg` from itself, a mapping of its fields, or ``None`` (defaults)."""
+    return _coerce(value, OptimizerCfg, "optimizer")
+
+
+def coerce_lr_scheduler_cfg(value: LRSchedulerCfg | Mapping[str, Any] | None) -> LRSchedulerCfg:
+    """An :class:`LRSchedulerCfg` from itself, a mapping of its fields, or ``None``."""
+    return _coerce(value, LRSchedulerCfg, "lr_scheduler")
+
+
+def bind_scheduler_horizon(
+    cfg: LRSchedulerCfg | Mapping[str, Any] | None, total_updates: int
+) -> LRSchedulerCfg:
+    """A copy of ``cfg`` whose omitted decay horizon ends after ``total_updates`` updates.
+
+    The horizon (``total_iters``/``T_max``) counts the updates after the
+    warmup: ``total_updates - warmup_updates``. Configs with an explicit
+    horizon or without one are returned unchanged.
+
+    Raises:
+        ValueError: If ``total_updates`` is not positive or the warmup leaves no
+            update for the decay.
+    """
+    cfg = coerce_lr_scheduler_cfg(cfg)
+    if total_updates <= 0:
+        raise ValueError(f"total_updates must be positive, got {total_updates}.")
+    if not scheduler_needs_horizon(cfg):
+        return cfg
+    decay = total_updates - cfg.warmup_updates
+    if decay <= 0:
+        raise ValueError(
+            f"lr_scheduler.warmup_updates ({cfg.warmup_updates}) must be smaller "
+            f"than the update budget ({total_updates})."
+        )
+    return cfg.replace(kwargs={**cfg.kwargs, cfg.horizon_key: decay})
+
+
+def get_registered_optimizer_names() -> list[str]:
+    """Names accepted by ``OptimizerCfg.name``."""
+    return sorted(OPTIMIZER_NAMES)
+
+
+def get_registered_lr_scheduler_names() -> list[str]:
+    """Names accepted by ``LRSchedulerCfg.name`` (``None`` also means ``constant``)."""
+    return sorted(LR_SCHEDULER_NAMES)
+
+
+def build_optimizer(
+    parameters: Any, cfg: OptimizerCfg | Mapping[str, Any] | None = None
+) -> torch.optim.Optimizer:
+    """:func:`pathgrad.algo.schedules.build_optimizer`, also importable from here."""
+    from pathgrad.algo.schedules import build_optimizer as build
+
+    return build(parameters, cfg)
+
+
+def build_lr_scheduler(
+    optimizer: torch.optim.Optimizer,
+    cfg: LRSchedulerCfg | Mapping[str, Any] | None = None,
+    *,
+    total_updates: int | None = None,
+) -> torch.optim.lr_scheduler.LRScheduler | None:
+    """:func:`pathgrad.algo.schedules.build_lr_scheduler`, also importable from here."""
+    from pathgrad.algo.schedules import build_lr_scheduler as build
+
+    return build(optimizer, cfg, total_updates=total_updates)

@@ -2,16 +2,24 @@
 
 from pathgrad.algo.apg import APG, APGCfg, complete_discounted_return, segmented_discounted_return
 from pathgrad.algo.base import BaseAlgorithm, RolloutKind
+from pathgrad.algo.registry import build_algo, get_registered_algo_names, register_algo
+from pathgrad.algo.schedules import ClosedFormLR, build_lr_scheduler, build_optimizer
 from pathgrad.algo.shac import SHAC, SHACCfg, td_lambda_targets
 
 __all__ = [
     "APG",
     "APGCfg",
     "BaseAlgorithm",
+    "ClosedFormLR",
     "RolloutKind",
     "SHAC",
     "SHACCfg",
+    "build_algo",
+    "build_lr_scheduler",
+    "build_optimizer",
     "complete_discounted_return",
+    "get_registered_algo_names",
+    "register_algo",
     "segmented_discounted_return",
     "td_lambda_targets",
 ]

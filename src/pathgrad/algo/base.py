@@ -75,6 +75,21 @@ class BaseAlgorithm(ABC, Generic[RolloutT]):
         self.lr_schedule.apply(self.optimizer)
         self._check_schedule_horizon(remaining_updates, error=ValueError)
 
+    def bind_schedule(self, *, total_updates: int) -> None:
+        """Bind an omitted LR decay horizon so the curve ends after ``total_updates`` updates.
+
+        ``total_updates`` counts from the first update of the run, as in the
+        reference. Schedules with an explicit horizon are left as they are.
+
+        Raises:
+            ValueError: If ``total_updates`` is not positive, the warmup is not
+                shorter, or an explicit horizon ends before ``total_updates``.
+        """
+        if total_updates <= 0:
+            raise ValueError("total_updates must be positive.")
+        remaining = max(0, total_updates - self.lr_schedule.step_count)
+        self._prepare_schedule(total_updates, remaining)
+
     def _check_schedule_horizon(
         self, num_updates: int, *, error: type[Exception] = RuntimeError
     ) -> None:

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
-from pathgrad.utils import LRSchedulerCfg, OptimizerCfg
+from pathgrad.utils import (
+    OPTIMIZER_NAMES,
+    LRSchedulerCfg,
+    OptimizerCfg,
+    bind_scheduler_horizon,
+    coerce_lr_scheduler_cfg,
+    coerce_optimizer_cfg,
+    scheduler_needs_horizon,
+)
 
-__all__ = ["LearningRateSchedule", "build_optimizer"]
+__all__ = ["ClosedFormLR", "LearningRateSchedule", "build_lr_scheduler", "build_optimizer"]
 
 _OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
@@ -21,14 +29,27 @@ _OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
 
 
 def build_optimizer(
-    parameters: Iterable[torch.nn.Parameter], cfg: OptimizerCfg
+    parameters: Iterable[torch.nn.Parameter],
+    cfg: OptimizerCfg | Mapping[str, Any] | None = None,
 ) -> torch.optim.Optimizer:
     """Build the PyTorch optimizer named by ``cfg``.
 
+    Args:
+        parameters: Parameters (or parameter groups) to optimize.
+        cfg: An :class:`OptimizerCfg`, a mapping of its fields, or ``None``
+            for the defaults (Adam, 3e-4).
+
     Raises:
-        ValueError: If PyTorch rejects ``cfg.kwargs``.
+        ValueError: If the name is unsupported or PyTorch rejects ``cfg.kwargs``.
     """
-    optimizer_type = _OPTIMIZERS[cfg.name.lower()]
+    cfg = coerce_optimizer_cfg(cfg)
+    key = str(cfg.name).lower()
+    if key not in _OPTIMIZERS:
+        raise ValueError(
+            f"Unsupported optimizer '{cfg.name}': optimizer.name must be one of "
+            f"{list(OPTIMIZER_NAMES)}."
+        )
+    optimizer_type = _OPTIMIZERS[key]
     try:
         return optimizer_type(parameters, lr=cfg.learning_rate, **cfg.kwargs)
     except (TypeError, ValueError) as error:
@@ -76,14 +97,24 @@ class LearningRateSchedule:
         Raises:
             ValueError: If the warmup leaves no update for the decay.
         """
-        key = self.cfg.horizon_key
-        if key is None or key in self.cfg.kwargs or remaining_updates <= 0:
+        if remaining_updates <= 0:
             return
-        decay = self.step_count + remaining_updates - self.cfg.warmup_updates
+        self.bind_total_updates(self.step_count + remaining_updates)
+
+    def bind_total_updates(self, total_updates: int) -> None:
+        """Bind an implicit decay horizon so the curve ends after ``total_updates`` updates.
+
+        Raises:
+            ValueError: If the warmup leaves no update for the decay.
+        """
+        key = self.cfg.horizon_key
+        if key is None or key in self.cfg.kwargs:
+            return
+        decay = total_updates - self.cfg.warmup_updates
         if decay <= 0:
             raise ValueError(
                 f"lr_scheduler.warmup_updates ({self.cfg.warmup_updates}) must be smaller "
-                f"than the update budget ({self.step_count + remaining_updates})."
+                f"than the update budget ({total_updates})."
             )
         self.bound_horizon = decay
 
@@ -149,3 +180,90 @@ class LearningRateSchedule:
         bound = state["bound_horizon"]
         self.bound_horizon = None if bound is None else int(bound)
         self.base_learning_rates = [float(rate) for rate in state["base_learning_rates"]]
+
+
+class ClosedFormLR(torch.optim.lr_scheduler.LRScheduler):
+    """A PyTorch LR scheduler that follows a :class:`LearningRateSchedule` curve.
+
+    For code written against PyTorch schedulers (``scheduler.step()`` after
+    each ``optimizer.step()``): epoch ``e`` gets the closed-form rate of
+    update ``e``, the same values pathgrad's algorithms use. Its state dict
+    holds plain numbers (``weights_only``-loadable); :meth:`load_state_dict`
+    also writes the restored rate into the optimizer, so a scheduler rebuilt
+    with the same config resumes exactly.
+
+    Args:
+        optimizer: Optimizer whose groups' rates it sets.
+        cfg: Schedule config with an explicit horizon for ``linear``/``cosine``.
+        last_epoch: PyTorch's resume index (``-1``: start).
+
+    Raises:
+        ValueError: If ``linear``/``cosine`` have no horizon.
+    """
+
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, cfg: LRSchedulerCfg, last_epoch: int = -1
+    ) -> None:
+        if scheduler_needs_horizon(cfg):
+            raise ValueError(
+                f"{cfg.schedule_name} scheduler requires kwargs['{cfg.horizon_key}'] "
+                "(or build_lr_scheduler(..., total_updates=N))."
+            )
+        self.schedule = LearningRateSchedule(cfg, [])
+        super().__init__(optimizer, last_epoch)
+
+    def _rates(self) -> list[float]:
+        return [self.schedule.learning_rate(self.last_epoch, base) for base in self.base_lrs]
+
+    def get_lr(self) -> list[float]:  # type: ignore[override]
+        """Rates of the current epoch, one per parameter group."""
+        return self._rates()
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return self._rates()
+
+    def state_dict(self) -> dict[str, Any]:
+        """PyTorch's scheduler state (epoch, base rates, last rates), without the config."""
+        return {
+            key: value
+            for key, value in self.__dict__.items()
+            if key not in ("optimizer", "schedule")
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` and apply its rate to the optimizer."""
+        self.__dict__.update(state_dict)
+        rates = self._rates()
+        for group, rate in zip(self.optimizer.param_groups, rates, strict=True):
+            group["lr"] = rate
+        self._last_lr = list(rates)
+
+
+def build_lr_scheduler(
+    optimizer: torch.optim.Optimizer,
+    cfg: LRSchedulerCfg | Mapping[str, Any] | None = None,
+    *,
+    total_updates: int | None = None,
+) -> ClosedFormLR | None:
+    """A PyTorch ``LRScheduler`` following ``cfg``'s closed-form curve.
+
+    Args:
+        optimizer: Optimizer to schedule; its current rates are the base rates.
+        cfg: An :class:`LRSchedulerCfg`, a mapping of its fields, or ``None``.
+        total_updates: Binds an omitted ``total_iters``/``T_max`` so the curve
+            ends after this many updates (warmup included).
+
+    Returns:
+        The scheduler, or ``None`` when ``cfg.name`` is ``None`` and there is no
+        warmup (as in the reference).
+
+    Raises:
+        ValueError: If ``linear``/``cosine`` have neither a horizon nor
+            ``total_updates``.
+    """
+    cfg = coerce_lr_scheduler_cfg(cfg)
+    if total_updates is not None:
+        cfg = bind_scheduler_horizon(cfg, total_updates)
+    if cfg.name is None and cfg.warmup_updates == 0:
+        return None
+    return ClosedFormLR(optimizer, cfg)
