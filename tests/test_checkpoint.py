@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
+import stat
 import subprocess
 import sys
 import textwrap
@@ -12,7 +15,10 @@ import pytest
 import torch
 
 from helpers import build_point_mass_trainer, learning_state
-from pathgrad.checkpoint import latest_checkpoint, read_checkpoint, read_index
+from pathgrad.atomic_files import atomic_write, remove_stale_temporaries
+from pathgrad.checkpoint import latest_checkpoint, read_checkpoint, read_index, rebuild_index
+from pathgrad.config import RunConfig
+from pathgrad.run import build_run
 from pathgrad.policies import GaussianMLPPolicy
 
 TESTS = Path(__file__).parent
@@ -51,7 +57,7 @@ def test_restart_scheduler_keeps_momentum_and_restarts_the_curve(tmp_path):
 def test_checkpoint_loads_with_plain_weights_only_torch_load(tmp_path):
     trainer = build_point_mass_trainer(tmp_path)
     checkpoint = torch.load(trainer.save_checkpoint(), weights_only=True)
-    assert checkpoint["format"] == "pathgrad.checkpoint" and checkpoint["schema_version"] == 1
+    assert checkpoint["format"] == "pathgrad.checkpoint" and checkpoint["schema_version"] == 2
     assert {"policy", "algorithm", "rng", "env", "observation_normalizer"} <= set(checkpoint)
 
 
@@ -70,7 +76,7 @@ def test_missing_truncated_foreign_and_other_schema_files_are_clear_errors(tmp_p
         read_checkpoint(foreign)
     future = tmp_path / "future.pt"
     torch.save({**torch.load(path, weights_only=True), "schema_version": 99}, future)
-    with pytest.raises(ValueError, match="schema version 99; this pathgrad reads version 1"):
+    with pytest.raises(ValueError, match=r"schema version 99; this pathgrad reads versions \[1, 2\]"):
         read_checkpoint(future)
 
 
@@ -169,3 +175,124 @@ def test_crash_between_write_and_replace_leaves_the_earlier_checkpoint(tmp_path)
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] != []  # the dead write
     policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True)
     policy.load_state_dict(checkpoint["policy"])
+
+
+def test_an_empty_file_is_a_clear_error(tmp_path):
+    empty = tmp_path / "empty.pt"
+    empty.touch()
+    with pytest.raises(ValueError, match="is empty, not a pathgrad checkpoint"):
+        read_checkpoint(empty)
+    blank = tmp_path / "blank.pt"  # torch.load fails with an empty message on some inputs
+    blank.write_bytes(b"\n")
+    with pytest.raises(ValueError, match="is not a readable pathgrad checkpoint"):
+        read_checkpoint(blank)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"checkpoints": [', "is not valid JSON"),
+        ("", "is empty"),
+        ("[1, 2]", "must hold an object with a 'checkpoints' list"),
+        ('{"checkpoints": {"file": "a.pt"}}', "must hold an object with a 'checkpoints' list"),
+        ('{"checkpoints": [3]}', r"checkpoints\[0\] must be an object whose 'file'"),
+        ('{"checkpoints": [{"step": 1}]}', r"checkpoints\[0\] must be an object whose 'file'"),
+        ('{"checkpoints": [{"file": "../x.pt"}]}', "name of a checkpoint in the same folder"),
+    ],
+)
+def test_a_malformed_index_is_a_clear_error(tmp_path, text, message):
+    (tmp_path / "index.json").write_text(text)
+    with pytest.raises(ValueError, match=message):
+        read_index(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        latest_checkpoint(tmp_path)
+    (tmp_path / "index.json").write_bytes(b"\xff\xfe")
+    with pytest.raises(ValueError, match="cannot read"):
+        read_index(tmp_path)
+
+
+def test_a_save_next_to_a_corrupt_index_rebuilds_it_from_the_files(tmp_path):
+    trainer = build_point_mass_trainer(tmp_path, eval_frequency_steps=0)
+    trainer.train(total_updates=1)
+    first = trainer.save_checkpoint()
+    (tmp_path / "index.json").write_text('{"checkpoints": [')
+    trainer.train(total_updates=2)
+    second = trainer.save_checkpoint(kind="final")
+    entries = read_index(tmp_path)
+    assert [(e["file"], e["num_updates"], e["kind"]) for e in entries] == [
+        (Path(first).name, 1, "periodic"),
+        (Path(second).name, 2, "final"),
+    ]
+    (aside,) = tmp_path.glob("index.json.corrupt-*")
+    assert aside.read_text() == '{"checkpoints": ['  # kept, not lost
+    (tmp_path / "index.json").write_text("garbage")
+    assert rebuild_index(tmp_path) == entries
+    assert read_index(tmp_path) == entries
+
+
+def test_the_index_is_strict_json_without_nan(tmp_path):
+    trainer = build_point_mass_trainer(tmp_path)
+    trainer.last_eval_metrics = {"global_step": 0.0, "eval/success_rate": float("nan")}
+    trainer.save_checkpoint()
+    text = (tmp_path / "index.json").read_text()
+    assert "NaN" not in text
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(name))["checkpoints"][0][
+        "eval"
+    ] == {"global_step": 0.0, "eval/success_rate": None}
+
+
+def test_files_get_the_permissions_of_the_umask(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        path = atomic_write(tmp_path / "a.txt", lambda handle: handle.write(b"x"))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        os.umask(0o077)
+        atomic_write(tmp_path / "b.txt", lambda handle: handle.write(b"x"))
+        assert stat.S_IMODE((tmp_path / "b.txt").stat().st_mode) == 0o600
+        path.chmod(0o640)  # a replaced file keeps its own permissions
+        atomic_write(path, lambda handle: handle.write(b"y"))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.read_bytes() == b"y"
+    finally:
+        os.umask(previous)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        atomic_write(tmp_path, lambda handle: handle.write(b"x"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_stale_temporaries_are_removed(tmp_path):
+    (tmp_path / ".run.pt.abc123.tmp").write_bytes(b"partial")
+    (tmp_path / "keep.tmp").write_bytes(b"not ours")
+    (tmp_path / "run.pt").write_bytes(b"whole")
+    removed = remove_stale_temporaries(tmp_path)
+    assert [p.name for p in removed] == [".run.pt.abc123.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.tmp", "run.pt"]
+
+
+def test_schema_version_1_files_are_migrated(tmp_path):
+    checkpoint = read_checkpoint(TESTS / "data" / "checkpoint_schema_v1.pt")
+    assert checkpoint["schema_version"] == 2
+    assert checkpoint["next_eval_step"] is None and checkpoint["last_train_metrics"] == {}
+    assert checkpoint["saved_update"] == checkpoint["num_updates"] == 2
+    config = RunConfig.model_validate(checkpoint["config"])
+    objects = build_run(config, tmp_path)
+    objects.trainer.load_checkpoint(TESTS / "data" / "checkpoint_schema_v1.pt")
+    assert (objects.trainer.global_step, objects.trainer.num_updates) == (256, 2)
+    objects.trainer.train(total_updates=3)  # and training goes on from it
+    assert objects.trainer.num_updates == 3
+
+
+def test_restore_env_state_false_starts_a_fresh_rollout(tmp_path):
+    source = build_point_mass_trainer(tmp_path, eval_frequency_steps=0)
+    source.train(total_updates=3)
+    path = source.save_checkpoint()
+    target = build_point_mass_trainer(tmp_path, seed=1, eval_frequency_steps=0)
+    untouched = target.env.state_dict()["state"]
+    target.load_checkpoint(path, restore_env_state=False)
+    assert target.collector.observation is None  # the next update resets the env
+    assert torch.equal(target.env.state["position"], untouched["position"])
+    assert float(target.episodes.running_return.abs().sum()) == 0.0
+    assert list(target.ret_window) == list(source.ret_window)
+    for name, value in learning_state(source).items():
+        assert torch.equal(value, learning_state(target)[name]), name
+    target.train(total_updates=4)
+    assert target.num_updates == 4

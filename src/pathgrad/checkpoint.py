@@ -1,26 +1,31 @@
-"""Atomic checkpoint files and the run index beside them.
+"""Checkpoint files: format, schema versions, atomic save and validated load.
 
 A checkpoint is one file that ``torch.load(weights_only=True)`` reads: tensors,
 numbers, strings, lists and dicts only, so loading never runs code from it.
-Files are written to a temporary file in the same folder, flushed, fsynced and
-moved into place with ``os.replace``: a crash at any instant leaves the
-previous checkpoint intact. ``index.json`` lists every checkpoint of the
-folder and is rewritten the same way after each save.
+It is written with :func:`~pathgrad.atomic_files.atomic_write` (a crash at any
+instant leaves the previous checkpoint intact) and recorded in the run index
+(:mod:`pathgrad.checkpoint_index`). Files of an older schema version are
+migrated on read.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pathgrad.atomic_files import atomic_write
+from pathgrad.checkpoint_index import (
+    INDEX_FILENAME,
+    index_entry,
+    latest_checkpoint,
+    read_index,
+    rebuild_index,
+    record_in_index,
+)
 from pathgrad.state_checks import check_state_shapes
 
 if TYPE_CHECKING:
@@ -34,110 +39,80 @@ __all__ = [
     "latest_checkpoint",
     "read_checkpoint",
     "read_index",
+    "rebuild_index",
 ]
 
 CHECKPOINT_FORMAT = "pathgrad.checkpoint"
-CHECKPOINT_SCHEMA_VERSION = 1
-INDEX_FILENAME = "index.json"
+CHECKPOINT_SCHEMA_VERSION = 2
 CHECKPOINT_KINDS = ("periodic", "best", "final")
-_REQUIRED_ENTRIES = ("global_step", "num_updates", "policy", "algorithm", "rng")
+_MAPPING_ENTRIES = ("policy", "algorithm", "rng")
+_COUNTER_ENTRIES = ("global_step", "num_updates")
 
 
-def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
-    """Write a file through ``write(fileobj)`` so that it appears whole or not at all."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    _fsync_directory(path.parent)
-    return path
+def _migrate_v1(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 lacked the trainer's pending work and last training metrics.
+
+    Its loader recomputed the next evaluation step and assumed the save of
+    the saved update was done; the migrated file resumes the same way.
+    """
+    return {
+        **checkpoint,
+        "schema_version": 2,
+        "next_eval_step": None,
+        "saved_update": checkpoint.get("num_updates"),
+        "last_train_metrics": {},
+    }
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename durable (no-op where directories cannot be opened)."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
+# version -> function turning a checkpoint of that version into the next one
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _migrate_v1}
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load and check a checkpoint file on the CPU without executing code from it.
+    """Load, check and migrate a checkpoint file on the CPU without executing code from it.
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
-        ValueError: If the file is truncated, foreign, or of another schema.
+        ValueError: If the file is empty, truncated, foreign, malformed or of
+            an unknown schema version.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Checkpoint '{path}' does not exist.")
+    if path.stat().st_size == 0:
+        raise ValueError(f"'{path}' is empty, not a pathgrad checkpoint.")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - any unreadable file gets one message
+        detail = (str(error).strip().splitlines() or [""])[0]
         raise ValueError(
             f"'{path}' is not a readable pathgrad checkpoint (truncated, corrupted or "
-            f"foreign file): {type(error).__name__}: {str(error).splitlines()[0]}"
+            f"foreign file): {type(error).__name__}{': ' + detail if detail else ''}"
         ) from error
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"'{path}' is not a pathgrad checkpoint (no '{CHECKPOINT_FORMAT}' tag).")
     version = checkpoint.get("schema_version")
+    while version in MIGRATIONS:
+        checkpoint = MIGRATIONS[version](checkpoint)
+        version = checkpoint["schema_version"]
     if version != CHECKPOINT_SCHEMA_VERSION:
         raise ValueError(
-            f"'{path}' has checkpoint schema version {version}; this pathgrad reads "
-            f"version {CHECKPOINT_SCHEMA_VERSION}."
+            f"'{path}' has checkpoint schema version {version!r}; this pathgrad reads "
+            f"versions {sorted({*MIGRATIONS, CHECKPOINT_SCHEMA_VERSION})}."
         )
-    missing = [key for key in _REQUIRED_ENTRIES if key not in checkpoint]
+    missing = [key for key in (*_COUNTER_ENTRIES, *_MAPPING_ENTRIES) if key not in checkpoint]
     if missing:
         raise ValueError(f"'{path}' lacks the checkpoint entries {missing}.")
+    for key in _COUNTER_ENTRIES:
+        value = checkpoint[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"'{path}': entry '{key}' must be a non-negative integer.")
+    for key in _MAPPING_ENTRIES:
+        if not isinstance(checkpoint[key], Mapping):
+            raise ValueError(f"'{path}': entry '{key}' must be a mapping.")
+    if not isinstance(checkpoint["rng"].get("torch"), torch.Tensor):
+        raise ValueError(f"'{path}': entry 'rng' lacks torch's generator state.")
     return checkpoint
-
-
-def read_index(directory: str | Path) -> list[dict[str, Any]]:
-    """Entries of ``directory/index.json`` in save order (empty if there is none)."""
-    index_path = Path(directory) / INDEX_FILENAME
-    if not index_path.is_file():
-        return []
-    with open(index_path, encoding="utf-8") as handle:
-        return list(json.load(handle)["checkpoints"])
-
-
-def latest_checkpoint(directory: str | Path) -> Path:
-    """The most recently saved checkpoint of the index whose file still exists.
-
-    Raises:
-        FileNotFoundError: If the index lists no existing checkpoint.
-    """
-    directory = Path(directory)
-    for entry in reversed(read_index(directory)):
-        candidate = directory / entry["file"]
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"No checkpoint is listed in '{directory / INDEX_FILENAME}'.")
-
-
-def _record_in_index(path: Path, entry: dict[str, Any]) -> None:
-    """Add (or replace) the entry of ``path`` and rewrite the index atomically."""
-    entries = [item for item in read_index(path.parent) if item["file"] != path.name]
-    entries.append({"file": path.name, **entry})
-    payload = json.dumps({"checkpoints": entries}, indent=2, allow_nan=True).encode()
-    atomic_write(path.parent / INDEX_FILENAME, lambda handle: handle.write(payload))
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
@@ -182,16 +157,7 @@ def _save(
     }
     atomic_write(path, lambda handle: torch.save(checkpoint, handle))
     trainer.latest_checkpoint_path = str(path)
-    _record_in_index(
-        path,
-        {
-            "global_step": trainer.global_step,
-            "num_updates": trainer.num_updates,
-            "time": checkpoint["saved_at"],
-            "kind": kind,
-            "eval": dict(trainer.last_eval_metrics),
-        },
-    )
+    record_in_index(path, index_entry(checkpoint))
     return str(path)
 
 
@@ -206,11 +172,17 @@ def _check_component(
 
 
 def _load(
-    trainer: DifferentiableTrainer, path: str | Path, resume_scheduler: str
+    trainer: DifferentiableTrainer,
+    path: str | Path,
+    resume_scheduler: str,
+    *,
+    restore_env_state: bool = True,
 ) -> dict[str, Any]:
     """Validate a checkpoint fully, then restore it into ``trainer``.
 
-    Nothing is changed when validation fails.
+    Nothing is changed when validation fails. With ``restore_env_state``
+    false, the envs keep their state and the next update starts from a
+    fresh reset (the reference trainer's behaviour).
     """
     if resume_scheduler not in ("restore", "restart"):
         raise ValueError("resume_scheduler must be 'restore' or 'restart'.")
@@ -224,7 +196,7 @@ def _load(
     )
     if saved_normalizer is not None:
         check_state_shapes("observation_normalizer", saved_normalizer, normalizer.state_dict())
-    envs = [("env", trainer.env), ("eval_env", trainer.eval_env)]
+    envs = [("env", trainer.env), ("eval_env", trainer.eval_env)] if restore_env_state else []
     backups = {name: _optional_state(env) for name, env in envs if env is not None}
     try:
         for name, env in envs:
@@ -251,10 +223,14 @@ def _load(
     torch.set_rng_state(checkpoint["rng"]["torch"])
     if "cuda" in checkpoint["rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(checkpoint["rng"]["cuda"])
-    if checkpoint.get("env") is not None and callable(
-        getattr(trainer.env, "load_state_dict", None)
-    ):
+    env_restored = (
+        restore_env_state
+        and checkpoint.get("env") is not None
+        and callable(getattr(trainer.env, "load_state_dict", None))
+    )
+    if env_restored:
         trainer.collector.detach_state()
     else:
         trainer.collector.clear_observation()
+        trainer.episodes.restart_episodes()  # the next update resets every env
     return checkpoint

@@ -114,6 +114,13 @@ class EpisodeTracker:
             dones[-1], torch.zeros_like(running_length[-1]), running_length[-1]
         )
 
+    def restart_episodes(self) -> None:
+        """Zero the running sums: every env starts a new episode (after a fresh reset)."""
+        self._rewards.clear()
+        self._dones.clear()
+        self.running_return = torch.zeros_like(self.running_return)
+        self.running_length = torch.zeros_like(self.running_length)
+
     def state_dict(self) -> dict[str, Any]:
         """Window and running sums (after a flush), for checkpoints."""
         self.flush()
