@@ -8,13 +8,20 @@ from typing import Any
 
 import torch
 
+from pathgrad.action_bounds import action_space_bounds, clamp_action
 from pathgrad.compiled_rollout import CompiledRolloutChunks
 from pathgrad.env import DifferentiableVecEnv
 from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
 
-__all__ = ["DifferentiableCollector", "DifferentiableRollout", "DifferentiableTransition"]
+__all__ = [
+    "DifferentiableCollector",
+    "DifferentiableRollout",
+    "DifferentiableTransition",
+    "action_space_bounds",
+    "clamp_action",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,17 +174,11 @@ class DifferentiableCollector:
         self.record_action_adjoint_stats = bool(record_action_adjoint_stats)
         self._observation: torch.Tensor | None = None
         self.compiled_chunks: CompiledRolloutChunks | None = None
-        self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
-        if self.clip_actions_to_space:
-            space = env.single_action_space
-            if not hasattr(space, "low") or not hasattr(space, "high"):
-                raise TypeError(
-                    "clip_actions_to_space requires an action space with low/high bounds."
-                )
-            self._action_bounds = (
-                torch.as_tensor(space.low, device=self.device),
-                torch.as_tensor(space.high, device=self.device),
-            )
+        self.action_bounds = (
+            action_space_bounds(env.single_action_space, self.device)
+            if self.clip_actions_to_space
+            else None
+        )
 
     def compile_chunks(self, chunk_steps: int) -> None:
         """Collect through :class:`CompiledRolloutChunks` of ``chunk_steps`` steps.
@@ -190,7 +191,7 @@ class DifferentiableCollector:
             self.policy,
             chunk_steps,
             observation_normalizer=self.observation_normalizer,
-            action_bounds=self._action_bounds,
+            action_bounds=self.action_bounds,
         )
 
     @property
@@ -252,9 +253,8 @@ class DifferentiableCollector:
                 self.policy.get_differentiable_action(policy_input, deterministic=deterministic)
             )
             action = policy_output["action"]
-            if self._action_bounds is not None:
-                low, high = self._action_bounds
-                action = torch.clamp(action, low.to(action.dtype), high.to(action.dtype))
+            if self.action_bounds is not None:
+                action = clamp_action(action, self.action_bounds)
                 policy_output["action"] = action
             if stats is not None and action.requires_grad:
                 action.register_hook(self._adjoint_clipper(stats))

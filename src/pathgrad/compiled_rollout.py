@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from pathgrad.action_bounds import clamp_action
 from pathgrad.normalization import RunningObservationNormalizer, apply_normalization
 
 __all__ = ["CompiledRolloutChunks", "StepRecord", "supports_fused_steps"]
@@ -138,8 +139,7 @@ class CompiledRolloutChunks:
             policy_output = dict(self.policy.action_from_noise(policy_input, noise))
             action = policy_output["action"]
             if self.action_bounds is not None:
-                low, high = self.action_bounds
-                action = torch.clamp(action, low.to(action.dtype), high.to(action.dtype))
+                action = clamp_action(action, self.action_bounds)
                 policy_output["action"] = action
             (
                 next_observation,

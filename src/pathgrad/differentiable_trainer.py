@@ -25,11 +25,14 @@ from pathgrad.env import (
     ScheduledDifferentiableVecEnv,
 )
 from pathgrad.episodes import EpisodeTracker
-from pathgrad.evaluation import evaluate_episodes
+from pathgrad.interruption import InterruptGate, UpdateSnapshot
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
 from pathgrad.rollout_checkpointing import checkpointed_complete_returns, supports_checkpointing
-from pathgrad.utils import configclass, scheduler_needs_horizon
+from pathgrad.scalar_logging import ScalarSinks, train_scalars
+from pathgrad.trainer_config import DifferentiableTrainerCfg
+from pathgrad.trainer_evaluation import EvaluationMixin
+from pathgrad.utils import scheduler_needs_horizon
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -39,121 +42,7 @@ __all__ = ["DifferentiableTrainer", "DifferentiableTrainerCfg"]
 _STATS_WINDOW = 100
 
 
-@configclass
-class DifferentiableTrainerCfg:
-    """Configuration of segmented (TBPTT) or complete graph-preserving training.
-
-    Attributes:
-        segment_length: Steps between truncation boundaries (segmented mode).
-        update_horizon: Steps per optimizer update (segmented: a multiple of
-            ``segment_length``; complete: the rollout length). Defaults to
-            ``segment_length``.
-        rollout_mode: ``segmented`` (env state carried across updates, graph
-            cut every segment) or ``complete`` (each rollout starts from a reset).
-        gradient_accumulation_steps: Complete rollouts per update.
-        deterministic_actions: Use the policy mean during training.
-        clip_actions_to_space: Clamp actions to the action space bounds.
-        action_adjoint_max_norm: Per-env clip of the action adjoint (0: off).
-        record_gradient_health: Record the action adjoint's mean and largest
-            norm across the window and its fraction of non-finite rows every
-            update (``train/action_adjoint_*``), without clipping.
-        torch_compile: Compile training rollouts with ``torch.compile``:
-            ``compile_chunk_steps`` steps (normalization, policy, env step) fused
-            into one compiled region (built-in envs and ``GaussianMLPPolicy``);
-            with per-step gradient hooks (action adjoint clipping or health
-            record, state-gradient decay) or other envs and policies, the env
-            step and policy network compiled separately (``compile_step``,
-            ``compile_networks``).
-        compile_chunk_steps: Steps fused into one compiled region; more fuse
-            more work and take longer to compile.
-        gradient_checkpointing: In complete mode, keep only every
-            ``checkpoint_chunk_steps``-th state and recompute the steps between
-            during backward: memory of a long rollout shrinks, gradients stay.
-        checkpoint_chunk_steps: Steps recomputed together.
-        state_gradient_decay: Factor in (0, 1] applied to the carried env
-            state's adjoint at every step (1: off); needs an env with a
-            ``state_gradient_decay`` attribute (the built-in envs).
-        normalize_observations: Keep a running observation normalizer.
-        rollout_seed: Seed of the first complete rollout's reset.
-        checkpoint_dir: Folder of checkpoints and their index.
-        experiment_name: Prefix of checkpoint file names.
-        save_frequency_updates: Save every so many updates (0: never).
-        eval_frequency_steps: Evaluate every so many env steps (0: never).
-        num_eval_episodes: Episodes per evaluation.
-        eval_seed: Reset seed of each evaluation.
-        use_wandb: Also log to Weights & Biases (``wandb.init`` is the caller's).
-        best_eval_metric: Evaluation metric that selects the best checkpoint.
-        best_eval_mode: ``max`` or ``min`` of ``best_eval_metric``.
-    """
-
-    segment_length: int = 16
-    update_horizon: int | None = None
-    rollout_mode: str = "segmented"
-    gradient_accumulation_steps: int = 1
-    deterministic_actions: bool = False
-    clip_actions_to_space: bool = False
-    action_adjoint_max_norm: float = 0.0
-    record_gradient_health: bool = False
-    torch_compile: bool = False
-    compile_chunk_steps: int = 4
-    gradient_checkpointing: bool = False
-    checkpoint_chunk_steps: int = 32
-    state_gradient_decay: float = 1.0
-    normalize_observations: bool = False
-    rollout_seed: int | None = None
-    checkpoint_dir: str = "outputs/checkpoints"
-    experiment_name: str = "apg"
-    save_frequency_updates: int = 0
-    eval_frequency_steps: int = 0
-    num_eval_episodes: int = 5
-    eval_seed: int | None = None
-    use_wandb: bool = False
-    best_eval_metric: str = "eval/avg_reward"
-    best_eval_mode: str = "max"
-
-    def validate(self) -> None:
-        """Check every field; raise ``ValueError`` naming the first bad one."""
-        if self.segment_length <= 0:
-            raise ValueError("segment_length must be positive.")
-        update_horizon = self.resolved_update_horizon
-        if self.rollout_mode not in {"segmented", "complete"}:
-            raise ValueError("rollout_mode must be 'segmented' or 'complete'.")
-        if self.rollout_mode == "segmented" and update_horizon < self.segment_length:
-            raise ValueError("update_horizon must be at least segment_length.")
-        if self.rollout_mode == "segmented" and update_horizon % self.segment_length != 0:
-            raise ValueError("update_horizon must be divisible by segment_length.")
-        if update_horizon <= 0:
-            raise ValueError("update_horizon must be positive.")
-        if self.gradient_accumulation_steps <= 0:
-            raise ValueError("gradient_accumulation_steps must be positive.")
-        if self.action_adjoint_max_norm < 0.0:
-            raise ValueError("action_adjoint_max_norm cannot be negative.")
-        if not 0.0 < self.state_gradient_decay <= 1.0:
-            raise ValueError("state_gradient_decay must be in (0, 1].")
-        if self.compile_chunk_steps <= 0:
-            raise ValueError("compile_chunk_steps must be positive.")
-        if self.checkpoint_chunk_steps <= 0:
-            raise ValueError("checkpoint_chunk_steps must be positive.")
-        if self.gradient_checkpointing and self.rollout_mode != "complete":
-            raise ValueError("gradient_checkpointing applies to rollout_mode='complete'.")
-        if self.save_frequency_updates < 0:
-            raise ValueError("save_frequency_updates cannot be negative.")
-        if self.eval_frequency_steps < 0:
-            raise ValueError("eval_frequency_steps cannot be negative.")
-        if self.best_eval_mode not in {"min", "max"}:
-            raise ValueError("best_eval_mode must be 'min' or 'max'.")
-        if self.num_eval_episodes <= 0:
-            raise ValueError("num_eval_episodes must be positive.")
-        if not self.experiment_name:
-            raise ValueError("experiment_name must not be empty.")
-
-    @property
-    def resolved_update_horizon(self) -> int:
-        """``update_horizon``, or ``segment_length`` when it is unset."""
-        return self.segment_length if self.update_horizon is None else self.update_horizon
-
-
-class DifferentiableTrainer:
+class DifferentiableTrainer(EvaluationMixin):
     """Coordinate APG updates over segmented (TBPTT) or complete rollouts.
 
     Args:
@@ -198,13 +87,12 @@ class DifferentiableTrainer:
                     "state_gradient_decay needs an env with a state_gradient_decay attribute."
                 )
             env.state_gradient_decay = cfg.state_gradient_decay
-        self._wandb = _import_wandb() if cfg.use_wandb else None
+        self.sinks = ScalarSinks(writer, use_wandb=cfg.use_wandb)
         self.cfg = cfg
         self.update_horizon = cfg.resolved_update_horizon
         self.env = env
         self.policy = policy
         self.algorithm = algorithm
-        self.writer = writer
         self.eval_env = eval_env
         if observation_normalizer is None and cfg.normalize_observations:
             observation_normalizer = RunningObservationNormalizer(
@@ -229,8 +117,9 @@ class DifferentiableTrainer:
         )
         self.global_step = 0
         self.num_updates = 0
-        self.train_history: list[dict[str, float]] = []
-        self.eval_history: list[dict[str, float]] = []
+        self.train_history: deque[dict[str, float]] = deque(maxlen=cfg.history_length)
+        self.eval_history: deque[dict[str, float]] = deque(maxlen=cfg.history_length)
+        self.last_train_metrics: dict[str, float] = {}
         self.last_eval_metrics: dict[str, float] = {}
         self.latest_checkpoint_path: str | None = None
         self.best_checkpoint_path: str | None = None
@@ -239,11 +128,11 @@ class DifferentiableTrainer:
         self._start_step = 0
         self.episodes = EpisodeTracker(env.num_envs, algorithm.device, window=_STATS_WINDOW)
         self._next_eval_step = cfg.eval_frequency_steps if cfg.eval_frequency_steps > 0 else None
+        self._saved_update: int | None = None  # update of the last scheduled save
         self._rollout_index = 0
         self.callbacks: list[Callable[[str, dict[str, float]], None]] = []
         self.checkpoint_extra: dict[str, Any] = {}
-        self.in_critical_section = False
-        self._deferred_interrupt: type[BaseException] | None = None
+        self.interrupts = InterruptGate()
 
     def _compile_rollouts(self, env: DifferentiableVecEnv, policy: Policy) -> None:
         """Fused compiled chunks where possible, else compiled env step and policy network."""
@@ -255,6 +144,15 @@ class DifferentiableTrainer:
                 raise ValueError(f"torch_compile needs {type(owner).__name__}.{method}().")
         env.compile_step()
         policy.compile_networks()
+
+    @property
+    def writer(self) -> SummaryWriter | None:
+        """The TensorBoard writer (``None`` for none); may be set after construction."""
+        return self.sinks.writer
+
+    @writer.setter
+    def writer(self, writer: SummaryWriter | None) -> None:
+        self.sinks.writer = writer
 
     @property
     def ret_window(self) -> deque[float]:
@@ -295,13 +193,14 @@ class DifferentiableTrainer:
         self.start_time = time.time()
         self._start_step = self.global_step
         self.policy.train()
+        self._evaluate_and_save()  # what an interrupt left pending after the last update
         while (
             self.num_updates < total_updates
             if total_updates is not None
             else self.global_step < total_timesteps
         ):
             self.algorithm._check_schedule_horizon(1)
-            snapshot = self._pre_update_snapshot()
+            snapshot = UpdateSnapshot.take(self)
             try:
                 if self.cfg.rollout_mode == "complete":
                     collected_steps, metrics = self._complete_rollout_update()
@@ -314,65 +213,25 @@ class DifferentiableTrainer:
                         update_steps = min(self.update_horizon, remaining_vector_steps)
                     collected_steps, metrics = self._segmented_update(update_steps)
             except BaseException:
-                self.in_critical_section = False
-                self._restore_pre_update_snapshot(snapshot)
+                self.interrupts.abandon()
+                snapshot.restore(self)
                 raise
             self.global_step += collected_steps * self.env.num_envs
             self.num_updates += 1
-            self._leave_critical_section()
             self._record_update(metrics)
+            self.interrupts.open()
             self._evaluate_and_save()
+        self._final_evaluation()
         return self.get_summary()
 
     def request_interrupt(self, exception: type[BaseException]) -> None:
-        """Raise ``exception`` now, or at the end of the optimizer step if one is running.
+        """Raise ``exception`` now, or when the unit of work in progress is recorded.
 
         For signal handlers: an interrupt never splits an optimizer step from
-        the counters that record it, so the run stays exactly resumable.
+        the counters and records of it, an evaluation from its record, or a
+        checkpoint write, so the run stays exactly resumable.
         """
-        if self.in_critical_section:
-            self._deferred_interrupt = exception
-            return
-        raise exception()
-
-    def _leave_critical_section(self) -> None:
-        self.in_critical_section = False
-        deferred, self._deferred_interrupt = self._deferred_interrupt, None
-        if deferred is not None:
-            raise deferred()
-
-    def _pre_update_snapshot(self) -> dict[str, Any]:
-        """What an update changes besides the optimizer, to undo an interrupted one."""
-        env_state = getattr(self.env, "state_dict", None)
-        return {
-            "env": env_state() if callable(env_state) else None,
-            "observation": self.collector.observation,
-            "rng": torch.get_rng_state(),
-            "normalizer": (
-                self.observation_normalizer.state_dict()
-                if self.observation_normalizer is not None
-                else None
-            ),
-            "episodes": self.episodes.state_dict(),
-            "rollout_index": self._rollout_index,
-        }
-
-    def _restore_pre_update_snapshot(self, snapshot: dict[str, Any]) -> None:
-        """Undo an interrupted update: the trainer is as before it, ready to resume exactly.
-
-        The algorithm cancels its own part (gradients); envs without
-        ``load_state_dict`` restart from a fresh reset instead.
-        """
-        if snapshot["env"] is not None:
-            self.env.load_state_dict(snapshot["env"])
-            self.collector._observation = snapshot["observation"]
-        else:
-            self.collector.clear_observation()
-        torch.set_rng_state(snapshot["rng"])
-        if snapshot["normalizer"] is not None:
-            self.observation_normalizer.load_state_dict(snapshot["normalizer"])
-        self.episodes.load_state_dict(snapshot["episodes"])
-        self._rollout_index = snapshot["rollout_index"]
+        self.interrupts.request(exception)
 
     def _planned_updates(
         self, total_timesteps: int | None, total_updates: int | None
@@ -416,7 +275,7 @@ class DifferentiableTrainer:
                 self.collector.detach_state()
                 self.episodes.flush()  # memory stays flat however long the update
                 collected_steps += rollout.num_steps
-            self.in_critical_section = True
+            self.interrupts.close()
             return collected_steps, self.algorithm.finish_update()
         except BaseException:
             self.algorithm.cancel_update()
@@ -452,7 +311,7 @@ class DifferentiableTrainer:
                 for key, value in spec.metadata.items():
                     metadata.setdefault(str(key), []).append(float(value))
                 self._rollout_index += 1
-            self.in_critical_section = True
+            self.interrupts.close()
             metrics = self.algorithm.finish_update()
         except BaseException:
             self.algorithm.cancel_update()
@@ -508,29 +367,10 @@ class DifferentiableTrainer:
             **{f"train/{key}": value for key, value in metrics.items()},
         }
         self.train_history.append(entry)
-        self._log(metrics)
+        self.last_train_metrics = entry
+        self.sinks.log(train_scalars(entry), self.global_step)
         for callback in self.callbacks:
             callback("train", entry)
-
-    def _evaluate_and_save(self) -> None:
-        """Evaluate when due (saving a new best), then save when due."""
-        saved_best = False
-        if (
-            self._next_eval_step is not None
-            and self.eval_env is not None
-            and self.global_step >= self._next_eval_step
-        ):
-            previous_best = self.best_checkpoint_path
-            self._evaluate()
-            saved_best = self.best_checkpoint_path != previous_best
-            while self._next_eval_step <= self.global_step:
-                self._next_eval_step += self.cfg.eval_frequency_steps
-        if (
-            not saved_best
-            and self.cfg.save_frequency_updates > 0
-            and self.num_updates % self.cfg.save_frequency_updates == 0
-        ):
-            self.save_checkpoint()
 
     def save_checkpoint(self, path: str | Path | None = None, *, kind: str = "periodic") -> str:
         """Atomically save the learning state and record it in the run index.
@@ -546,39 +386,66 @@ class DifferentiableTrainer:
             path = Path(self.cfg.checkpoint_dir) / (
                 f"{self.cfg.experiment_name}_step_{self.global_step}.pt"
             )
-        extra: dict[str, Any] = {**self.checkpoint_extra, "rollout_index": self._rollout_index}
+        extra: dict[str, Any] = {
+            **self.checkpoint_extra,
+            "rollout_index": self._rollout_index,
+            "next_eval_step": self._next_eval_step,
+            "saved_update": self._saved_update,
+            "last_train_metrics": dict(self.last_train_metrics),
+        }
         if self.observation_normalizer is not None:
             extra["observation_normalizer"] = self.observation_normalizer.state_dict()
         return _save(self, path, extra, kind)
 
     def load_checkpoint(
-        self, path: str | Path | None = None, *, resume_scheduler: str = "restore"
+        self,
+        path: str | Path | None = None,
+        *,
+        resume_scheduler: str = "restore",
+        restore_env_state: bool = True,
     ) -> None:
         """Validate and restore the learning state.
 
-        Where the env has ``state_dict()``/``load_state_dict()`` the env state
-        is restored too and training continues exactly; otherwise the next
-        update starts from a fresh reset.
+        By default the env state is restored too (where the env has
+        ``state_dict()``/``load_state_dict()``) and training continues exactly;
+        otherwise the next update starts from a fresh reset. Evaluations and
+        saves an interrupt left pending run first in the next :meth:`train`.
 
         Args:
             path: Checkpoint file; by default the latest entry of the run
                 index in ``cfg.checkpoint_dir``.
             resume_scheduler: ``restore`` the saved LR curve, or ``restart``
                 the configured curve while keeping the optimizer's momentum.
+            restore_env_state: ``False`` starts from a fresh rollout, as the
+                reference trainer does (the run then no longer repeats an
+                uninterrupted one exactly).
 
         Raises:
             FileNotFoundError: If the file (or any indexed checkpoint) is missing.
-            ValueError: If the file is not a pathgrad checkpoint or does not
-                match this trainer; nothing is changed then.
+            ValueError: If the file is not a pathgrad checkpoint, the index is
+                malformed, or the file does not match this trainer; nothing is
+                changed then.
         """
         if path is None:
-            path = latest_checkpoint(self.cfg.checkpoint_dir)
-        checkpoint = _load(self, path, resume_scheduler)
+            try:
+                path = latest_checkpoint(self.cfg.checkpoint_dir)
+            except FileNotFoundError as error:
+                raise FileNotFoundError(
+                    f"{error} Save one with save_checkpoint() (train() saves only every "
+                    "save_frequency_updates updates and at evaluations that improve)."
+                ) from error
+        checkpoint = _load(self, path, resume_scheduler, restore_env_state=restore_env_state)
         self._rollout_index = int(checkpoint.get("rollout_index", self.num_updates))
+        self._saved_update = checkpoint.get("saved_update")
+        self.last_train_metrics = dict(checkpoint.get("last_train_metrics") or {})
         frequency = self.cfg.eval_frequency_steps
-        self._next_eval_step = (
-            (self.global_step // frequency + 1) * frequency if frequency > 0 else None
-        )
+        saved_next = checkpoint.get("next_eval_step")
+        if frequency <= 0:
+            self._next_eval_step = None
+        elif saved_next is not None:
+            self._next_eval_step = int(saved_next)
+        else:
+            self._next_eval_step = (self.global_step // frequency + 1) * frequency
         self.start_time = time.time()
         self._start_step = self.global_step
 
@@ -590,7 +457,7 @@ class DifferentiableTrainer:
             "num_updates": self.num_updates,
             "elapsed_time_sec": float(elapsed),
             "training_fps": float((self.global_step - self._start_step) / elapsed),
-            "last_train_metrics": dict(self.train_history[-1]) if self.train_history else {},
+            "last_train_metrics": dict(self.last_train_metrics),
             "last_eval_metrics": dict(self.last_eval_metrics),
             "train_history": list(self.train_history),
             "eval_history": list(self.eval_history),
@@ -602,83 +469,7 @@ class DifferentiableTrainer:
         """Record the step for episode statistics (no host synchronisation)."""
         self.episodes.record(transition.reward, transition.done)
 
-    def evaluate(self) -> dict[str, float]:
-        """Evaluate the policy now (logged, and saved if it is the best so far)."""
-        return self._evaluate()
-
-    def _evaluate(self) -> dict[str, float]:
-        if self.eval_env is None:
-            return {}
-        metrics = evaluate_episodes(
-            policy=self.policy,
-            env=self.eval_env,
-            num_episodes=self.cfg.num_eval_episodes,
-            device=self.algorithm.device,
-            seed=self.cfg.eval_seed,
-            observation_transform=(
-                self.observation_normalizer.normalize
-                if self.observation_normalizer is not None
-                else None
-            ),
-        )
-        entry = {"global_step": float(self.global_step), **metrics}
-        self.eval_history.append(entry)
-        self.last_eval_metrics = entry
-        for callback in self.callbacks:
-            callback("eval", entry)
-        finite = {key: value for key, value in metrics.items() if math.isfinite(value)}
-        if self.writer is not None:
-            for key, value in finite.items():
-                self.writer.add_scalar(key, value, self.global_step)
-        if self._wandb is not None:
-            self._wandb.log(finite, step=self.global_step)
-        candidate = metrics.get(self.cfg.best_eval_metric)
-        if candidate is not None and math.isfinite(candidate):
-            improved = self.best_eval_value is None or (
-                candidate > self.best_eval_value
-                if self.cfg.best_eval_mode == "max"
-                else candidate < self.best_eval_value
-            )
-            if improved:
-                self.best_eval_value = candidate
-                path = Path(self.cfg.checkpoint_dir) / (
-                    f"{self.cfg.experiment_name}_best_step_{self.global_step}.pt"
-                )
-                previous_best = self.best_checkpoint_path
-                self.best_checkpoint_path = str(path)
-                try:
-                    self.save_checkpoint(path, kind="best")
-                except Exception:
-                    self.best_checkpoint_path = previous_best
-                    raise
-        return metrics
-
-    def _log(self, metrics: dict[str, float]) -> None:
-        elapsed = max(time.time() - self.start_time, 1e-6)
-        values = {
-            **{f"train/{key}": value for key, value in metrics.items()},
-            "charts/SPS": (self.global_step - self._start_step) / elapsed,
-        }
-        if self.ret_window:
-            values["charts/episode_reward_avg_100"] = _mean_or_nan(self.ret_window)
-            values["charts/episode_length_avg_100"] = _mean_or_nan(self.len_window)
-        if self.writer is not None:
-            for key, value in values.items():
-                self.writer.add_scalar(key, value, self.global_step)
-        if self._wandb is not None:
-            self._wandb.log(values, step=self.global_step)
-
 
 def _mean_or_nan(window: deque[float]) -> float:
     return float(sum(window) / len(window)) if window else float("nan")
 
-
-def _import_wandb() -> Any:
-    """Import wandb for ``use_wandb=True``, with a clear error when it is missing."""
-    try:
-        import wandb
-    except ImportError as error:
-        raise RuntimeError(
-            "use_wandb=True needs the 'wandb' package: pip install 'pathgrad[wandb]'."
-        ) from error
-    return wandb
