@@ -1,10 +1,11 @@
 """Run configuration: YAML files and ``key=value`` overrides, validated before anything runs.
 
 A run config has six sections: ``env``, ``policy``, ``algorithm``, ``trainer``,
-``eval`` and ``logging``. Types are checked by pydantic models (unknown keys
-are errors, with a did-you-mean); value checks are those of the library's own
-config classes and env constructors. Every problem becomes a
-:class:`ConfigError` whose message names the key path.
+``eval`` and ``logging``. Overrides (``trainer.seed=3``) are merged into the
+given file, or into the default task's config, by OmegaConf; types are then
+checked by pydantic models (unknown keys are errors, with a did-you-mean) and
+values by the library's own config classes and env constructors. Every
+problem becomes a :class:`ConfigError` whose message names the key path.
 """
 
 from __future__ import annotations
@@ -18,10 +19,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from pathgrad.algo.registry import ALGORITHMS, get_algorithm
+from pathgrad.config_sources import ConfigError, merge_layers, read_yaml
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import get_learning_env_factory, get_registered_learning_env_names
 from pathgrad.policies import ACTIVATIONS
@@ -30,14 +41,20 @@ __all__ = [
     "ConfigError",
     "RunConfig",
     "algorithm_config",
+    "default_document",
+    "default_experiment_name",
+    "device_problem",
     "dump_config",
     "env_kwargs",
     "load_config",
     "trainer_config",
+    "validate_config",
 ]
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+# Seeds torch accepts, leaving room for the evaluation env's seed + 1.
+Seed = Annotated[int, Field(ge=0, lt=2**63 - 1)]
 
 # DifferentiableTrainerCfg fields that other sections (or the run directory) own.
 TRAINER_FIELDS_OWNED_ELSEWHERE = {
@@ -46,13 +63,28 @@ TRAINER_FIELDS_OWNED_ELSEWHERE = {
     "eval_frequency_steps": "eval.frequency_steps",
     "num_eval_episodes": "eval.episodes",
     "eval_seed": "eval.seed",
+    "final_evaluation": "eval.final",
 }
 # Env constructor arguments that the env section or the seed set.
 ENV_ARGUMENTS_OWNED_ELSEWHERE = {"num_envs", "device", "dtype", "seed"}
 
 
-class ConfigError(ValueError):
-    """A config problem; the message names the key path and what is expected."""
+def device_problem(name: str) -> str | None:
+    """Why torch device ``name`` cannot be used on this machine, or ``None`` if it can."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError, TypeError):
+        return f"'{name}' is not a torch device (e.g. cpu, cuda, cuda:1, mps)"
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            return f"'{name}' is not available: this torch ({torch.__version__}) sees no CUDA GPU"
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            return f"'{name}' is not available: {torch.cuda.device_count()} CUDA GPU(s) found"
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        return f"'{name}' is not available on this machine"
+    elif device.type not in ("cpu", "cuda", "mps"):
+        return f"'{name}' is not supported (use cpu, cuda or mps)"
+    return None
 
 
 class Section(BaseModel):
@@ -72,6 +104,14 @@ class EnvSection(Section):
         default_factory=dict, description="env constructor arguments (constants, max_episode_steps)"
     )
 
+    @field_validator("device")
+    @classmethod
+    def _device_exists(cls, value: str) -> str:
+        problem = device_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
 
 class PolicySection(Section):
     """The Gaussian MLP policy."""
@@ -81,7 +121,9 @@ class PolicySection(Section):
         "elu", description="hidden activation"
     )
     init_log_std: float = Field(-0.5, description="initial log standard deviation")
-    squash: bool = Field(False, description="tanh-squash actions to the action bounds")
+    squash: bool = Field(
+        True, description="tanh-squash actions to the action bounds (false: unbounded mean)"
+    )
 
 
 class AlgorithmSection(Section):
@@ -107,7 +149,8 @@ class EvalSection(Section):
         64 * 32 * 50, description="evaluate every so many env steps (0: never)"
     )
     episodes: PositiveInt = Field(64, description="episodes per evaluation")
-    seed: int | None = Field(12345, description="reset seed of every evaluation")
+    seed: Seed | None = Field(12345, description="reset seed of every evaluation")
+    final: bool = Field(True, description="also evaluate the final policy")
 
 
 class LoggingSection(Section):
@@ -126,7 +169,10 @@ class LoggingSection(Section):
 TRAINER_DEFAULTS = {
     "segment_length": 32,
     "save_frequency_updates": 100,
-    "experiment_name": "point_mass",
+    "experiment_name": None,
+}
+TRAINER_DESCRIPTIONS = {
+    "experiment_name": "run and checkpoint name prefix (default: the env's, e.g. pendulum)",
 }
 
 
@@ -139,10 +185,14 @@ def _trainer_section() -> type[Section]:
             continue
         default = field.default if field.default is not dataclasses.MISSING else None
         default = TRAINER_DEFAULTS.get(field.name, default)
-        fields[field.name] = (hints[field.name], Field(default))
+        annotation = hints[field.name]
+        if field.name in TRAINER_DEFAULTS and TRAINER_DEFAULTS[field.name] is None:
+            annotation = annotation | None
+        description = TRAINER_DESCRIPTIONS.get(field.name)
+        fields[field.name] = (annotation, Field(default, description=description))
     fields["total_timesteps"] = (int | None, Field(None, description="env-step budget"))
     fields["total_updates"] = (int | None, Field(300, description="optimizer-update budget"))
-    fields["seed"] = (int, Field(0, description="seed of torch, the envs and the run"))
+    fields["seed"] = (Seed, Field(0, description="seed of torch, the envs and the run"))
     return create_model(
         "TrainerSection",
         __base__=Section,
@@ -174,66 +224,21 @@ class RunConfig(Section):
             )
         if any(budget is not None and budget < 0 for budget in budgets):
             raise ValueError("trainer: the budget cannot be negative.")
+        if self.trainer.experiment_name is None:
+            self.trainer.experiment_name = default_experiment_name(
+                self.env.name, self.algorithm.name
+            )
         return self
 
 
-# Parsing -----------------------------------------------------------------------------
+def default_experiment_name(env_name: str, algorithm_name: str) -> str:
+    """``point_mass`` for PointMass with APG, ``pendulum_shac`` for Pendulum with SHAC."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[^A-Za-z0-9]+", "_", env_name).strip("_").lower()
+    algorithm = algorithm_name.lower()
+    return words if algorithm == "apg" else f"{words}_{algorithm}"
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML loader that also reads ``1e-3`` (no dot) as a float."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.VERBOSE,
-    ),
-    list("-+0123456789."),
-)
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read config file '{path}': {error.strerror or error}") from error
-    try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise ConfigError(f"YAML syntax error in '{path}'{where}: {problem}") from error
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"'{path}' must hold a mapping of sections, got {type(data).__name__}.")
-    return data
-
-
-def _apply_override(data: dict[str, Any], override: str) -> None:
-    key, separator, text = override.partition("=")
-    if not separator or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"override '{override}' must look like section.key=value.")
-    try:
-        value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{key}: cannot parse the value '{text}' of the override.") from error
-    node = data
-    parts = key.split(".")
-    for depth, part in enumerate(parts[:-1]):
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            section = ".".join(parts[: depth + 1])
-            raise ConfigError(f"{section}: is not a section, cannot set {key}.")
-        node = child
-    node[parts[-1]] = value
+# Messages ----------------------------------------------------------------------------
 
 
 def _known_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
@@ -269,14 +274,28 @@ def _validation_message(error: ValidationError, model: type[BaseModel], prefix: 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> RunConfig:
     """Read, override and validate a run config; nothing else happens.
 
+    Without a file, the overrides change the default task's config (PointMass).
+
     Raises:
         ConfigError: For a missing or unreadable file, a YAML syntax error, a
             malformed override, an unknown key, a wrong type or value, or an
             unknown env or algorithm.
     """
-    data = _read_yaml(Path(path)) if path is not None else {}
-    for override in overrides:
-        _apply_override(data, override)
+    data = read_yaml(Path(path)) if path is not None else {}
+    return validate_config(merge_layers(default_document(), data, overrides))
+
+
+def default_document() -> dict[str, dict[str, Any]]:
+    """Every section's defaults (the default task), without values derived from others."""
+    return RunConfig().model_dump(mode="python", exclude={"trainer": {"experiment_name"}})
+
+
+def validate_config(data: dict[str, Any]) -> RunConfig:
+    """Check a config document as :func:`load_config` does (types, values, env, algorithm).
+
+    Raises:
+        ConfigError: Naming the key path of the first problem.
+    """
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as error:
@@ -317,6 +336,7 @@ def trainer_config(config: RunConfig, checkpoint_dir: str | Path = "checkpoints"
         eval_frequency_steps=config.eval.frequency_steps,
         num_eval_episodes=config.eval.episodes,
         eval_seed=config.eval.seed,
+        final_evaluation=config.eval.final,
     )
     try:
         return DifferentiableTrainerCfg(**values)

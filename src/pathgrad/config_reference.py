@@ -32,7 +32,21 @@ INTRODUCTION = """\
 sections below (every key is optional; without a file the defaults train
 PointMass) and applies dotted overrides such as
 `trainer.segment_length=16 algorithm.cfg.optimizer.learning_rate=1e-3`.
-Values of overrides are parsed as YAML (`null`, `true`, `[64, 64]`, `1e-3`).
+
+- Overrides change one value and keep the rest of its section, in a given file
+  as in the default task's config (merged by OmegaConf): `pathgrad train
+  algorithm.cfg.gamma=0.95` keeps the default task's learning rate and
+  schedule. A section value that a file gives (such as `algorithm.cfg`) is
+  taken whole; keys it leaves out get the defaults of the algorithm's config
+  class (below).
+- Values of overrides are parsed as YAML (`null`, `true`, `[64, 64]`,
+  `1e-3`); `${env.name}`-style interpolations are resolved.
+- Setting one budget (`trainer.total_updates` or `trainer.total_timesteps`)
+  clears the other: the last one given wins.
+- `trainer.experiment_name` defaults to the env's name in snake case, with the
+  algorithm appended when it is not APG (`pendulum`, `reacher_shac`); it names
+  the run directory and the checkpoint files.
+
 Unknown keys, wrong types and out-of-range values stop the command before it
 writes anything (exit status 2, one line naming the key). The resolved config
 is saved as `config.yaml` in the run directory; `pathgrad train
@@ -136,6 +150,42 @@ def _env_rows(env_name: str) -> list[str]:
     return rows
 
 
+def _python_default_rows() -> list[str]:
+    """Where the command line's defaults differ from those of the Python classes."""
+    from pathgrad.config import algorithm_config, trainer_config
+    from pathgrad.policies import GaussianMLPPolicy
+
+    config = RunConfig()
+    rows = []
+    cli_trainer, python_trainer = trainer_config(config), DifferentiableTrainerCfg()
+    for field in dataclasses.fields(DifferentiableTrainerCfg):
+        cli, python = getattr(cli_trainer, field.name), getattr(python_trainer, field.name)
+        if field.name != "checkpoint_dir" and cli != python:
+            owner = TRAINER_FIELDS_OWNED_ELSEWHERE.get(field.name, f"trainer.{field.name}")
+            rows.append(
+                f"| `{owner}` | `DifferentiableTrainerCfg.{field.name}` | "
+                f"{_default_text(cli)} | {_default_text(python)} |"
+            )
+    signature = inspect.signature(GaussianMLPPolicy)
+    for key, value in config.policy.model_dump().items():
+        python = signature.parameters[key].default
+        if list(value) != list(python) if isinstance(value, list) else value != python:
+            rows.append(
+                f"| `policy.{key}` | `GaussianMLPPolicy({key}=...)` | "
+                f"{_default_text(value)} | {_default_text(python)} |"
+            )
+    cli_algorithm = algorithm_config(config)
+    python_algorithm = type(cli_algorithm)()
+    for key in config.algorithm.cfg:
+        cli, python = getattr(cli_algorithm, key), getattr(python_algorithm, key)
+        if cli != python:
+            rows.append(
+                f"| `algorithm.cfg.{key}` | `{type(cli_algorithm).__name__}.{key}` | "
+                f"{_default_text(cli)} | {_default_text(python)} |"
+            )
+    return rows
+
+
 def reference_markdown() -> str:
     """The whole configuration reference as Markdown."""
     header = ["| key | type | default | meaning |", "|---|---|---|---|"]
@@ -156,6 +206,20 @@ def reference_markdown() -> str:
                 "The other fields of `DifferentiableTrainerCfg` are set elsewhere: " + owned + ".",
                 "",
             ]
+    lines += [
+        "## Command line and Python defaults",
+        "",
+        "The command line's defaults are the default task's (PointMass); the Python"
+        " classes keep the reference trainer's defaults. Where they differ:",
+        "",
+        "| command-line key | Python | command-line default | Python default |",
+        "|---|---|---|---|",
+        *_python_default_rows(),
+        "",
+        "`DifferentiableTrainerCfg.checkpoint_dir` defaults to `outputs/checkpoints`; the"
+        " command line puts checkpoints in `runs/<experiment>-<time>/checkpoints`.",
+        "",
+    ]
     for name, (_, cfg_type) in sorted(ALGORITHMS.items()):
         lines += [
             f"## `algorithm.cfg` for `{name}` ({cfg_type.__name__})",

@@ -1,0 +1,122 @@
+"""Where a run config's values come from: YAML files, defaults and ``key=value`` overrides.
+
+The layers are merged in order (the defaults of every section, the file, the
+overrides) by OmegaConf, so an override such as ``algorithm.cfg.gamma=0.95``
+changes one value of the section it names and keeps the rest, whether a file
+is given or not. ``${...}`` interpolations are resolved. When a layer sets one
+budget (``trainer.total_updates`` or ``trainer.total_timesteps``) and not the
+other, the other is cleared: the last budget given wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+__all__ = ["ConfigError", "merge_layers", "read_yaml"]
+
+BUDGETS = ("total_updates", "total_timesteps")
+
+
+class ConfigError(ValueError):
+    """A config problem; the message names the key path and what is expected."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML loader that also reads ``1e-3`` (no dot) as a float."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.VERBOSE,
+    ),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read config file '{path}': {error.strerror or error}") from error
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"YAML syntax error in '{path}'{where}: {problem}") from error
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"'{path}' must hold a mapping of sections, got {type(data).__name__}.")
+    return data
+
+
+def merge_layers(
+    defaults: dict[str, dict[str, Any]], data: dict[str, Any], overrides: Sequence[str]
+) -> dict[str, Any]:
+    """The config document: ``defaults`` under the file's ``data`` under the ``overrides``.
+
+    ``defaults`` fill the keys a file section leaves out, one level deep (a
+    section value the file gives, such as ``algorithm.cfg``, is taken whole, as
+    the file means it); overrides then change single values at any depth.
+
+    Raises:
+        ConfigError: For a malformed override or a failed interpolation.
+    """
+    data = _clearing_the_other_budget(data)
+    document = dict(data)
+    for section, values in defaults.items():
+        given = document.get(section, {})
+        if isinstance(given, dict):
+            document[section] = {**values, **given}
+    merged: DictConfig = OmegaConf.create(document)
+    for override in overrides:
+        layer = _clearing_the_other_budget(_parse_override(override))
+        merged = OmegaConf.merge(merged, OmegaConf.create(layer))
+    try:
+        result = OmegaConf.to_container(merged, resolve=True)
+    except OmegaConfBaseException as error:
+        raise ConfigError(f"cannot resolve an interpolation: {_first_line(error)}") from error
+    return result  # type: ignore[return-value]
+
+
+def _clearing_the_other_budget(layer: dict[str, Any]) -> dict[str, Any]:
+    """``layer`` where a trainer section that sets one budget also clears the other."""
+    trainer = layer.get("trainer")
+    if not isinstance(trainer, dict):
+        return layer
+    given = [key for key in BUDGETS if trainer.get(key) is not None]
+    if len(given) != 1:
+        return layer
+    other = BUDGETS[1 - BUDGETS.index(given[0])]
+    return {**layer, "trainer": {other: None, **trainer}}
+
+
+def _parse_override(override: str) -> dict[str, Any]:
+    key, separator, text = override.partition("=")
+    if not separator or not key or any(not part.strip() for part in key.split(".")):
+        raise ConfigError(f"override '{override}' must look like section.key=value.")
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist([override]))  # type: ignore[return-value]
+    except (OmegaConfBaseException, yaml.YAMLError) as error:
+        raise ConfigError(
+            f"{key}: cannot parse the value '{text}' of the override: {_first_line(error)}"
+        ) from error
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]

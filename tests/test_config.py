@@ -1,0 +1,126 @@
+"""Run configs: merging files, defaults and overrides; derived names; value checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pathgrad.config import ConfigError, default_experiment_name, dump_config, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_an_override_without_a_file_merges_into_the_default_task():
+    config = load_config(None, ["algorithm.cfg.gamma=0.95"])
+    default = load_config(None)
+    assert config.algorithm.cfg == {**default.algorithm.cfg, "gamma": 0.95}
+    assert config.algorithm.cfg["optimizer"]["learning_rate"] == 3e-3
+    assert config.algorithm.cfg["lr_scheduler"] == {"name": "linear", "kwargs": {"end_factor": 0.1}}
+    nested = load_config(None, ["algorithm.cfg.optimizer.kwargs.betas=[0.9,0.99]"])
+    assert nested.algorithm.cfg["optimizer"] == {
+        "name": "adam",
+        "learning_rate": 3e-3,
+        "kwargs": {"betas": [0.9, 0.99]},
+    }
+
+
+def test_overrides_merge_into_a_file_exactly_as_into_the_default_task(tmp_path):
+    path = tmp_path / "task.yaml"
+    path.write_text((ROOT / "configs" / "point_mass.yaml").read_text())
+    for overrides in (
+        ["algorithm.cfg.gamma=0.95"],
+        ["algorithm.cfg.optimizer.learning_rate=1e-3", "policy.hidden_sizes=[32]"],
+        ["env.name=Pendulum", "trainer.total_timesteps=1000"],
+    ):
+        assert load_config(path, overrides) == load_config(None, overrides), overrides
+    sparse = tmp_path / "sparse.yaml"  # a file without algorithm.cfg gets the default one
+    sparse.write_text("trainer:\n  seed: 3\n")
+    merged = load_config(sparse, ["algorithm.cfg.gamma=0.9"])
+    assert merged.algorithm.cfg["optimizer"]["learning_rate"] == 3e-3
+    assert merged.trainer.seed == 3 and merged.algorithm.cfg["gamma"] == 0.9
+
+
+def test_a_section_value_given_by_a_file_is_taken_whole(tmp_path):
+    path = tmp_path / "task.yaml"
+    path.write_text("algorithm:\n  cfg:\n    gamma: 0.9\n")
+    assert load_config(path).algorithm.cfg == {"gamma": 0.9}  # the APGCfg defaults apply
+
+
+def test_the_last_budget_given_wins(tmp_path):
+    config = load_config(None, ["trainer.total_timesteps=5000"])
+    assert (config.trainer.total_timesteps, config.trainer.total_updates) == (5000, None)
+    path = tmp_path / "steps.yaml"
+    path.write_text("trainer:\n  total_timesteps: 1000\n")
+    assert load_config(path).trainer.total_updates is None
+    back = load_config(path, ["trainer.total_updates=7"])
+    assert (back.trainer.total_timesteps, back.trainer.total_updates) == (None, 7)
+    last = load_config(None, ["trainer.total_updates=3", "trainer.total_timesteps=4"])
+    assert (last.trainer.total_timesteps, last.trainer.total_updates) == (4, None)
+    path.write_text("trainer:\n  total_timesteps: 1000\n  total_updates: 5\n")
+    with pytest.raises(ConfigError, match="give exactly one of total_timesteps"):
+        load_config(path)
+
+
+def test_experiment_names_follow_the_env_and_algorithm(tmp_path):
+    assert load_config(None).trainer.experiment_name == "point_mass"
+    assert load_config(None, ["env.name=Pendulum"]).trainer.experiment_name == "pendulum"
+    shac = load_config(ROOT / "configs" / "reacher_shac.yaml")
+    assert shac.trainer.experiment_name == "reacher_shac"
+    swing = load_config(ROOT / "configs" / "cartpole_swingup.yaml", ["env.name=Reacher"])
+    assert swing.trainer.experiment_name == "reacher"
+    named = load_config(None, ["trainer.experiment_name=mine", "env.name=Pendulum"])
+    assert named.trainer.experiment_name == "mine"
+    assert default_experiment_name("MountainCarContinuous", "APG") == "mountain_car_continuous"
+    assert default_experiment_name("my-env v2", "shac") == "my_env_v2_shac"
+    path = tmp_path / "config.yaml"  # the resolved name is written and read back
+    path.write_text(dump_config(load_config(None, ["env.name=Pendulum"])))
+    assert load_config(path, ["env.name=Reacher"]).trainer.experiment_name == "pendulum"
+
+
+def test_interpolations_and_override_errors():
+    config = load_config(None, ["trainer.experiment_name=${env.name}-run"])
+    assert config.trainer.experiment_name == "PointMass-run"
+    with pytest.raises(ConfigError, match="cannot resolve an interpolation"):
+        load_config(None, ["trainer.experiment_name=${nowhere}"])
+    with pytest.raises(ConfigError, match="policy.hidden_sizes: cannot parse the value"):
+        load_config(None, ["policy.hidden_sizes=[64"])
+    with pytest.raises(ConfigError, match="must look like section.key=value"):
+        load_config(None, ["trainer.=3"])
+    with pytest.raises(ConfigError, match="trainer.seed: input should be a valid integer"):
+        load_config(None, ["trainer.seed.x=1"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_unavailable_devices_are_config_errors():
+    with pytest.raises(ConfigError, match="env.device: 'cuda' is not available"):
+        load_config(None, ["env.device=cuda"])
+    with pytest.raises(ConfigError, match="env.device: 'tpu' is not a torch device"):
+        load_config(None, ["env.device=tpu"])
+
+
+def test_seeds_must_fit_torch():
+    with pytest.raises(ConfigError, match="trainer.seed: input should be less than"):
+        load_config(None, [f"trainer.seed={2**64}"])
+    with pytest.raises(ConfigError, match="eval.seed: input should be greater than"):
+        load_config(None, ["eval.seed=-3"])
+    assert load_config(None, ["eval.seed=null"]).eval.seed is None
+
+
+def test_the_default_policy_respects_the_action_space():
+    from pathgrad.run import build_run
+
+    for name in ("point_mass", "reacher", "reacher_shac", "pendulum", "quadrotor"):
+        config = load_config(ROOT / "configs" / f"{name}.yaml", ["env.num_envs=4"])
+        assert config.policy.squash, name
+    objects = build_run(load_config(None, ["env.num_envs=8"]), Path("unused"))
+    space = objects.env.single_action_space
+    observation, _ = objects.env.reset(seed=0)
+    with torch.no_grad():
+        for layer in objects.policy.mean_net:
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.normal_(0.0, 5.0)  # a policy whose mean is far outside
+        action = objects.policy.get_action(observation * 100, deterministic=False)
+    assert bool((action >= torch.as_tensor(space.low)).all())
+    assert bool((action <= torch.as_tensor(space.high)).all())
