@@ -137,7 +137,7 @@ def test_export_round_trip_matches_the_policy(tmp_path):
     pathgrad("export", str(checkpoint_path), "-o", "policy.pt", cwd=tmp_path)
     module = torch.jit.load(str(tmp_path / "policy.pt"))
     checkpoint = read_checkpoint(checkpoint_path)
-    policy = GaussianMLPPolicy(6, 2)
+    policy = GaussianMLPPolicy(6, 2, squash=True)  # the default config squashes
     policy.load_state_dict(checkpoint["policy"])
     normalizer = RunningObservationNormalizer(6)
     normalizer.load_state_dict(checkpoint["observation_normalizer"])
@@ -145,6 +145,21 @@ def test_export_round_trip_matches_the_policy(tmp_path):
     observations = torch.randn(32, 6) * 3
     expected = policy.get_action(normalizer.normalize(observations))
     assert torch.allclose(module(observations), expected, atol=1e-6)
+
+
+def test_export_bounds_an_unsquashed_policy_to_the_action_space(tmp_path):
+    pathgrad("train", *FAST, "policy.squash=false", "policy.init_log_std=0.0", cwd=tmp_path)
+    checkpoint_path = next((only_run(tmp_path) / "checkpoints").glob("*final*.pt"))
+    pathgrad("export", str(checkpoint_path), "-o", "policy.pt", cwd=tmp_path)
+    module = torch.jit.load(str(tmp_path / "policy.pt"))
+    policy = GaussianMLPPolicy(6, 2)
+    policy.load_state_dict(read_checkpoint(checkpoint_path)["policy"])
+    with torch.no_grad():
+        policy.mean_net[-1].bias.fill_(5.0)  # the mean far outside [-1, 1]
+        module.state_dict()["policy.mean_net.4.bias"].fill_(5.0)  # shares the storage
+    observations = torch.randn(16, 6)
+    assert bool((policy.get_action(observations) > 1).all())
+    assert torch.equal(module(observations), torch.ones(16, 2))
 
 
 @pytest.mark.parametrize(
@@ -203,9 +218,12 @@ MALFORMED = [
         "trainer: rollout_mode must be 'segmented' or 'complete'.",
     ),
     (
-        "trainer:\n  total_timesteps: 1000\n",
+        "trainer:\n  total_timesteps: 1000\n  total_updates: 5\n",
         "trainer: give exactly one of total_timesteps and total_updates",
     ),
+    ("env:\n  device: cuda:7\n", "env.device: 'cuda:7' is not available"),
+    ("env:\n  device: gpu\n", "env.device: 'gpu' is not a torch device"),
+    ("trainer:\n  seed: -1\n", "trainer.seed: input should be greater than or equal to 0"),
     ("trainer:\n  best_eval_mode: best\n", "trainer: best_eval_mode must be 'min' or 'max'."),
     ("env:\n  name: PointMas\n", "env.name: unknown env 'PointMas' (did you mean 'PointMass'?)"),
     ("env:\n  num_envs: -4\n", "env.num_envs: input should be greater than 0"),

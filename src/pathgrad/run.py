@@ -8,9 +8,10 @@ update and per evaluation), ``summary.json`` and ``learning_curve.png``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from typing import Any
 import torch
 
 from pathgrad.algo.registry import get_algorithm
-from pathgrad.checkpoint import atomic_write
+from pathgrad.atomic_files import atomic_write
+from pathgrad.checkpoint_index import json_safe
 from pathgrad.config import (
     ConfigError,
     RunConfig,
@@ -34,11 +36,14 @@ from pathgrad.policies import GaussianMLPPolicy
 
 __all__ = [
     "MetricsLog",
+    "RunDirectoryError",
+    "RunLock",
     "RunObjects",
     "build_env",
     "build_policy",
     "build_run",
-    "new_run_dir",
+    "create_run_dir",
+    "read_metrics",
     "write_config",
     "write_summary",
 ]
@@ -47,6 +52,11 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 CURVE_FILE = "learning_curve.png"
+LOCK_FILE = ".lock"
+
+
+class RunDirectoryError(Exception):
+    """A run directory cannot be used (taken by another process, unreadable files)."""
 
 
 @dataclasses.dataclass
@@ -60,15 +70,75 @@ class RunObjects:
     trainer: DifferentiableTrainer
 
 
-def new_run_dir(config: RunConfig, now: float | None = None) -> Path:
-    """A fresh run directory path (not created): never the path of an existing run."""
+def create_run_dir(config: RunConfig, now: float | None = None) -> Path:
+    """Create a new, empty run directory ``<runs_dir>/<experiment>-<time>[-k]``.
+
+    ``mkdir`` either creates the folder or fails, so runs started in the same
+    second by several processes each get their own (``-1``, ``-2``... suffixes).
+
+    Raises:
+        RunDirectoryError: If ``logging.runs_dir`` cannot be written.
+    """
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    base = Path(config.logging.runs_dir) / f"{config.trainer.experiment_name}-{stamp}"
-    candidate, suffix = base, 1
-    while candidate.exists():
-        candidate = base.with_name(f"{base.name}-{suffix}")
-        suffix += 1
-    return candidate
+    runs_dir = Path(config.logging.runs_dir)
+    base = runs_dir / f"{config.trainer.experiment_name}-{stamp}"
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        for suffix in range(10_000):
+            candidate = base if suffix == 0 else base.with_name(f"{base.name}-{suffix}")
+            with contextlib.suppress(FileExistsError):
+                candidate.mkdir()
+                return candidate
+    except OSError as error:
+        raise RunDirectoryError(
+            f"logging.runs_dir: cannot create a run directory in '{runs_dir}': "
+            f"{error.strerror or error}"
+        ) from error
+    raise RunDirectoryError(f"logging.runs_dir: no free run directory name for '{base}'.")
+
+
+class RunLock:
+    """Exclusive use of a run directory by one process (``fcntl.flock`` on ``<run>/.lock``).
+
+    The operating system releases the lock when the process ends, however it
+    ends, so a killed run never leaves its directory locked.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / LOCK_FILE
+        self._handle: Any = None
+
+    def __enter__(self) -> RunLock:
+        try:
+            import fcntl
+        except ImportError:  # no flock on this platform: nothing to hold
+            return self
+        try:
+            handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until exit
+        except OSError as error:
+            raise RunDirectoryError(
+                f"cannot lock '{self.path.parent}': {error.strerror or error}"
+            ) from error
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            handle.seek(0)
+            owner = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunDirectoryError(
+                f"'{self.path.parent}' is in use by another pathgrad process (pid {owner})."
+            ) from error
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
 
 
 def build_env(config: RunConfig, num_envs: int, seed: int) -> Any:
@@ -143,17 +213,6 @@ def write_config(run_dir: Path, config: RunConfig) -> Path:
     return atomic_write(run_dir / CONFIG_FILE, lambda handle: handle.write(text))
 
 
-def _json_value(value: Any) -> Any:
-    """JSON has no NaN: non-finite floats become ``null`` (in nested values too)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_value(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_value(item) for item in value]
-    return value
-
-
 class MetricsLog:
     """Appends one JSON object per training update or evaluation to ``metrics.jsonl``.
 
@@ -167,35 +226,69 @@ class MetricsLog:
         self.time_offset = 0.0
         self._start = time.time()
 
-    def resume_at(self, global_step: int) -> None:
-        """Drop lines after ``global_step`` (work lost since the checkpoint); continue the clock."""
-        if not self.path.is_file():
-            return
-        kept = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            if line.strip() and json.loads(line).get("global_step", 0) <= global_step:
-                kept.append(line)
+    def resume_at(self, num_updates: int, last_eval_step: float | None) -> None:
+        """Keep the lines of the work a checkpoint holds; continue the clock.
+
+        Training lines up to update ``num_updates`` and evaluation lines up to
+        ``last_eval_step`` (the checkpoint's last evaluation) stay; lines written
+        after the checkpoint and a line cut by a crash are dropped, since the
+        resumed run writes them again.
+        """
+        records = _parse_lines(self.path, strict=False) if self.path.is_file() else []
+        kept = [
+            record
+            for record in records
+            if (
+                record.get("num_updates", 0) <= num_updates
+                if record.get("kind") == "train"
+                else last_eval_step is not None and record.get("global_step", 0) <= last_eval_step
+            )
+        ]
         if kept:
-            self.time_offset = float(json.loads(kept[-1]).get("time") or 0.0)
-        payload = "".join(line + "\n" for line in kept).encode()
+            self.time_offset = float(kept[-1].get("time") or 0.0)
+        payload = "".join(json.dumps(record) + "\n" for record in kept).encode()
         atomic_write(self.path, lambda handle: handle.write(payload))
         self._start = time.time()
 
     def __call__(self, kind: str, entry: dict[str, float]) -> None:
         """Trainer callback: append one line."""
         record = {"kind": kind, "time": self.time_offset + time.time() - self._start}
-        record.update({key: _json_value(value) for key, value in entry.items()})
+        record.update(json_safe(entry))
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(json.dumps(record, allow_nan=False) + "\n")
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The lines of a run's ``metrics.jsonl`` (empty if there is none)."""
+    """The records of a run's ``metrics.jsonl`` (empty if there is none).
+
+    A last line cut short by a crash is skipped.
+
+    Raises:
+        ValueError: If another line is not a JSON object.
+    """
     path = Path(run_dir) / METRICS_FILE
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+    return _parse_lines(path, strict=True) if path.is_file() else []
+
+
+def _parse_lines(path: Path, *, strict: bool) -> list[dict[str, Any]]:
+    """JSON objects of ``path``, one per line; bad lines raise (``strict``) or are dropped.
+
+    The last line is always allowed to be cut short: a crash mid-write leaves one.
+    """
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        elif strict and number < len(lines):
+            raise ValueError(f"'{path}' line {number} is not a JSON object.")
+    return records
 
 
 def write_summary(run_dir: Path, trainer: DifferentiableTrainer, status: str) -> Path:
@@ -204,5 +297,5 @@ def write_summary(run_dir: Path, trainer: DifferentiableTrainer, status: str) ->
     for key in ("train_history", "eval_history"):
         summary.pop(key)
     summary["status"] = status
-    payload = json.dumps(_json_value(summary), indent=2).encode()
+    payload = json.dumps(json_safe(summary), indent=2, allow_nan=False).encode()
     return atomic_write(run_dir / SUMMARY_FILE, lambda handle: handle.write(payload))

@@ -1,0 +1,67 @@
+"""The subcommands of ``pathgrad`` and what they share: errors, exit statuses, signals."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = [
+    "EXIT_SIGINT",
+    "EXIT_SIGTERM",
+    "EXIT_USAGE",
+    "Terminated",
+    "UsageError",
+    "signals_ignored",
+    "signals_raise",
+]
+
+EXIT_USAGE = 2
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+
+
+class UsageError(Exception):
+    """A problem with the command line or its files: one line, exit status 2."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when SIGTERM arrives."""
+
+
+@contextlib.contextmanager
+def signals_raise(request: Callable[[type[BaseException]], None] | None = None) -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated` inside the block.
+
+    Args:
+        request: Where the exception goes, e.g. a trainer's ``request_interrupt``
+            (which waits for the unit of work in progress); by default it is
+            raised at once.
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        exception = KeyboardInterrupt if signum == signal.SIGINT else Terminated
+        if request is None:
+            raise exception()
+        request(exception)
+
+    previous_int = signal.signal(signal.SIGINT, handler)
+    previous_term = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """Let final writes finish: SIGINT/SIGTERM are ignored inside the block."""
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)

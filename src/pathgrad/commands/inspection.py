@@ -1,0 +1,198 @@
+"""``pathgrad eval``, ``export``, ``plot`` and ``envs``: reading runs and checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from pathgrad.action_bounds import action_space_bounds, clamp_action
+from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
+from pathgrad.commands import UsageError
+from pathgrad.config import ConfigError, RunConfig, device_problem, validate_config
+from pathgrad.env import build_learning_env, get_registered_learning_env_names
+from pathgrad.evaluation import evaluate_episodes
+from pathgrad.normalization import RunningObservationNormalizer
+from pathgrad.run import build_env, build_policy
+from pathgrad.state_checks import check_state_shapes
+
+__all__ = ["MAX_EVAL_EPISODES", "command_envs", "command_eval", "command_export", "command_plot"]
+
+MAX_EVAL_EPISODES = 1_000_000
+
+
+def load_for_evaluation(
+    target: Path, device: str | None = None
+) -> tuple[RunConfig, dict[str, Any], Path]:
+    """Config, checkpoint and its path, for a run directory (latest checkpoint) or a file.
+
+    The checkpoint's config is validated as a config file is. Its device is
+    replaced by ``device``, or by ``cpu`` where the saved one is not available.
+
+    Raises:
+        UsageError: For a missing or malformed file or index, or an invalid config.
+    """
+    if target.is_dir():
+        try:
+            path = latest_checkpoint(target / "checkpoints")
+        except (FileNotFoundError, ValueError) as error:
+            raise UsageError(str(error)) from error
+    else:
+        path = target
+    try:
+        checkpoint = read_checkpoint(path)
+    except (FileNotFoundError, ValueError) as error:
+        raise UsageError(str(error)) from error
+    data = checkpoint.get("config")
+    if not isinstance(data, dict):
+        raise UsageError(f"'{path}' carries no run config (not written by `pathgrad train`).")
+    data = {**data, "env": dict(data.get("env") or {})}
+    if device is not None:
+        data["env"]["device"] = device
+    elif device_problem(str(data["env"].get("device", "cpu"))) is not None:
+        data["env"]["device"] = "cpu"
+    try:
+        config = validate_config(data)
+    except ConfigError as error:
+        raise UsageError(f"'{path}' carries an invalid run config: {error}") from error
+    return config, checkpoint, path
+
+
+def policy_from_checkpoint(
+    config: RunConfig, checkpoint: dict[str, Any], env: Any, path: Path
+) -> tuple[Any, RunningObservationNormalizer | None]:
+    """The checkpoint's policy (eval mode) and normalizer, checked against its config."""
+    policy = build_policy(config, env)
+    try:
+        check_state_shapes("policy", checkpoint["policy"], policy.state_dict())
+        policy.load_state_dict(checkpoint["policy"])
+        normalizer = None
+        state = checkpoint.get("observation_normalizer")
+        if state is not None:
+            dim = int(env.single_observation_space.shape[-1])
+            normalizer = RunningObservationNormalizer(dim, config.env.device)
+            normalizer.load_state_dict(state)
+    except (ValueError, KeyError, TypeError, RuntimeError) as error:
+        raise UsageError(f"'{path}' does not match its own config: {error}") from error
+    policy.eval()
+    return policy, normalizer
+
+
+def command_eval(args: argparse.Namespace) -> int:
+    """``pathgrad eval RUN_DIR|CHECKPOINT [--episodes N] [--seed S] [--json]``."""
+    if args.episodes is not None and not 0 < args.episodes <= MAX_EVAL_EPISODES:
+        raise UsageError(f"--episodes must be between 1 and {MAX_EVAL_EPISODES:,}.")
+    if args.seed is not None and not 0 <= args.seed < 2**63:
+        raise UsageError("--seed must be between 0 and 2**63 - 1.")
+    config, checkpoint, path = load_for_evaluation(Path(args.target), args.device)
+    env = build_env(config, config.eval.num_envs, config.trainer.seed + 1)
+    policy, normalizer = policy_from_checkpoint(config, checkpoint, env, path)
+    episodes = args.episodes or config.eval.episodes
+    seed = args.seed if args.seed is not None else config.eval.seed
+    metrics = evaluate_episodes(
+        policy,
+        env,
+        episodes,
+        config.env.device,
+        seed=seed,
+        observation_transform=normalizer.normalize if normalizer is not None else None,
+        action_transform=_action_transform(config, env),
+    )
+    result = {
+        "env": config.env.name,
+        "checkpoint": str(path),
+        "global_step": checkpoint["global_step"],
+        "num_updates": checkpoint["num_updates"],
+        "episodes": episodes,
+        **metrics,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{config.env.name}: {episodes} episodes, seed {seed}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in result.items():
+        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
+    Console().print(table)
+    return 0
+
+
+def _action_transform(config: RunConfig, env: Any) -> Any:
+    """Clamp to the action space where training did (``trainer.clip_actions_to_space``)."""
+    if not config.trainer.clip_actions_to_space:
+        return None
+    return functools.partial(
+        clamp_action, bounds=action_space_bounds(env.single_action_space, env.device)
+    )
+
+
+def command_export(args: argparse.Namespace) -> int:
+    """``pathgrad export CHECKPOINT -o policy.pt``: TorchScript of the deterministic policy."""
+    from pathgrad.export import export_policy
+
+    output = Path(args.output)
+    if output.is_dir():
+        raise UsageError(f"-o '{output}' is a directory; give a file name.")
+    config, checkpoint, path = load_for_evaluation(Path(args.checkpoint), "cpu")
+    env = build_env(config, 1, config.trainer.seed)
+    policy, normalizer = policy_from_checkpoint(config, checkpoint, env, path)
+    observation, _ = env.reset(seed=0)
+    try:
+        bounds = action_space_bounds(env.single_action_space, "cpu")
+        written = export_policy(policy, normalizer, observation, output, bounds)
+    except OSError as error:
+        raise UsageError(f"cannot write '{output}': {error.strerror or error}") from error
+    print(f"wrote {written} (torch.jit.load it; input [B, {observation.shape[-1]}] observations)")
+    return 0
+
+
+def command_plot(args: argparse.Namespace) -> int:
+    """``pathgrad plot RUN_DIR... [-o curves.png]`` (without -o, never overwrites a file)."""
+    from pathgrad.plotting import plot_runs
+
+    output = Path(args.output) if args.output else _free_name(Path("curves.png"))
+    if output.is_dir():
+        raise UsageError(f"-o '{output}' is a directory; give a file name.")
+    try:
+        path = plot_runs(args.run_dirs, output)
+    except (FileNotFoundError, ValueError) as error:
+        raise UsageError(str(error)) from error
+    except OSError as error:
+        raise UsageError(f"cannot write '{output}': {error.strerror or error}") from error
+    print(f"wrote {path}")
+    return 0
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``stem-1.suffix``, ``stem-2.suffix``... the first that does not exist."""
+    candidate, number = path, 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}-{number}{path.suffix}")
+        number += 1
+    return candidate
+
+
+def command_envs(args: argparse.Namespace) -> int:
+    """``pathgrad envs``: registered envs with their sizes and episode length."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="registered environments")
+    for column in ("name", "observation", "action", "episode steps"):
+        table.add_column(column, justify="left" if column == "name" else "right")
+    for name in get_registered_learning_env_names():
+        env = build_learning_env(name, num_envs=1, device="cpu")
+        table.add_row(
+            name,
+            str(int(env.single_observation_space.shape[-1])),
+            str(int(env.single_action_space.shape[-1])),
+            str(getattr(env, "max_episode_steps", "-")),
+        )
+    Console().print(table)
+    return 0

@@ -1,0 +1,271 @@
+"""``pathgrad train`` and ``pathgrad resume``: a run directory that survives any fault.
+
+A run always leaves a resumable state: SIGINT/SIGTERM undo the update in
+flight and end with a final checkpoint; after a kill, ``resume`` continues
+from the latest checkpoint, dropping the records written after it, so the
+metrics, TensorBoard scalars and checkpoints equal an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from pathgrad.atomic_files import remove_stale_temporaries
+from pathgrad.checkpoint import latest_checkpoint, read_index, rebuild_index
+from pathgrad.commands import (
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    Terminated,
+    UsageError,
+    signals_ignored,
+    signals_raise,
+)
+from pathgrad.config import RunConfig, load_config
+from pathgrad.progress import ProgressReporter
+from pathgrad.run import (
+    CONFIG_FILE,
+    CURVE_FILE,
+    LOCK_FILE,
+    METRICS_FILE,
+    MetricsLog,
+    RunLock,
+    build_run,
+    create_run_dir,
+    write_config,
+    write_summary,
+)
+from pathgrad.scalar_logging import eval_scalars, train_scalars
+
+__all__ = ["command_resume", "command_train"]
+
+
+def command_train(args: argparse.Namespace) -> int:
+    """``pathgrad train [CONFIG.yaml] [key=value ...]``."""
+    config_path = args.config
+    overrides = list(args.overrides)
+    if config_path is not None and "=" in config_path and not Path(config_path).exists():
+        overrides.insert(0, config_path)  # the first override, not a file
+        config_path = None
+    config = load_config(config_path, overrides)
+    run_dir = create_run_dir(config)
+    with RunLock(run_dir):
+        try:
+            objects = build_run(config, run_dir)
+        except BaseException:
+            _discard_empty_run_dir(run_dir)
+            raise
+        write_config(run_dir, config)
+        return _run_training(config, run_dir, objects, resume=False, quiet=args.quiet)
+
+
+def command_resume(args: argparse.Namespace) -> int:
+    """``pathgrad resume RUN_DIR [--total-updates N | --total-timesteps N] [--checkpoint FILE]``."""
+    run_dir = Path(args.run_dir)
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise UsageError(f"'{run_dir}' is not a run directory (no {CONFIG_FILE}).")
+    with RunLock(run_dir):
+        for directory in (run_dir, run_dir / "checkpoints"):
+            remove_stale_temporaries(directory)
+        saved = load_config(run_dir / CONFIG_FILE)
+        overrides = _budget_overrides(args)
+        config = load_config(run_dir / CONFIG_FILE, overrides) if overrides else saved
+        checkpoint = _checkpoint_to_resume(run_dir, args)
+        objects = build_run(config, run_dir)
+        trainer = objects.trainer
+        if checkpoint is not None:
+            resume_scheduler = "restart" if args.restart_scheduler else "restore"
+            try:
+                trainer.load_checkpoint(checkpoint, resume_scheduler=resume_scheduler)
+            except (ValueError, FileNotFoundError) as error:
+                raise UsageError(str(error)) from error
+        _check_new_budget(args, saved, trainer)
+        if overrides:
+            write_config(run_dir, config)
+        if not args.quiet:
+            origin = checkpoint.name if checkpoint is not None else "the start (no checkpoint yet)"
+            print(
+                f"resuming {run_dir} from {origin}: update {trainer.num_updates}, "
+                f"{trainer.global_step:,} env steps"
+            )
+        return _run_training(config, run_dir, objects, resume=True, quiet=args.quiet)
+
+
+def _budget_overrides(args: argparse.Namespace) -> list[str]:
+    if args.total_updates is not None:
+        return [f"trainer.total_updates={args.total_updates}", "trainer.total_timesteps=null"]
+    if args.total_timesteps is not None:
+        return [f"trainer.total_timesteps={args.total_timesteps}", "trainer.total_updates=null"]
+    return []
+
+
+def _checkpoint_to_resume(run_dir: Path, args: argparse.Namespace) -> Path | None:
+    """The checkpoint ``resume`` starts from; ``None`` for a run stopped before its first."""
+    if args.checkpoint is not None:
+        return Path(args.checkpoint)
+    directory = run_dir / "checkpoints"
+    hint = (
+        f"rebuild it from the checkpoint files with `pathgrad resume {run_dir} --rebuild-index`, "
+        "or choose a file with --checkpoint FILE."
+    )
+    try:
+        if args.rebuild_index:
+            rebuild_index(directory)
+        return latest_checkpoint(directory)
+    except ValueError as error:
+        raise UsageError(f"{error} {hint}") from error
+    except FileNotFoundError as error:
+        if read_index(directory) or list(directory.glob("*.pt")):
+            raise UsageError(f"{error} {hint}") from error
+        return None
+
+
+def _check_new_budget(args: argparse.Namespace, saved: RunConfig, trainer: Any) -> None:
+    """A budget given to ``resume`` may not fall below the work the run has done."""
+    for option, value, unit, done, before in (
+        ("--total-updates", args.total_updates, "updates", trainer.num_updates,
+         saved.trainer.total_updates),
+        ("--total-timesteps", args.total_timesteps, "env steps", trainer.global_step,
+         saved.trainer.total_timesteps),
+    ):  # fmt: skip
+        if value is not None and value < done and (before is None or value < before):
+            raise UsageError(
+                f"{option} {value} is below the {done:,} {unit} this run has done; "
+                f"give at least {done}."
+            )
+
+
+def _discard_empty_run_dir(run_dir: Path) -> None:
+    """Remove a run directory that holds nothing but its lock (a run that never started)."""
+    with contextlib.suppress(OSError):
+        (run_dir / LOCK_FILE).unlink(missing_ok=True)
+        run_dir.rmdir()
+
+
+def _budget(config: RunConfig) -> dict[str, int]:
+    if config.trainer.total_updates is not None:
+        return {"total_updates": config.trainer.total_updates}
+    return {"total_timesteps": config.trainer.total_timesteps}
+
+
+def _init_wandb(config: RunConfig, run_dir: Path, resume: bool) -> Any:
+    if not config.logging.wandb:
+        return None
+    import wandb  # load_config has checked that it is installed
+
+    return wandb.init(
+        project=config.logging.wandb_project,
+        name=run_dir.name,
+        id=run_dir.name.replace("/", "-"),
+        dir=str(run_dir),
+        config=config.model_dump(mode="python"),
+        resume="allow" if resume else None,
+    )
+
+
+def _open_writer(config: RunConfig, run_dir: Path, trainer: Any, resume: bool) -> Any:
+    """The TensorBoard writer; on resume, events after the checkpoint are purged.
+
+    The checkpoint's own step is purged too and its scalars written again from
+    the checkpoint, so every step appears once, as in an uninterrupted run.
+    """
+    if not config.logging.tensorboard:
+        return None
+    from torch.utils.tensorboard import SummaryWriter
+
+    if not resume:
+        return SummaryWriter(str(run_dir / "tb"))
+    step = trainer.global_step
+    replay = bool(trainer.last_train_metrics) or step == 0
+    writer = SummaryWriter(str(run_dir / "tb"), purge_step=step if replay else step + 1)
+    if trainer.last_train_metrics:
+        for key, value in train_scalars(trainer.last_train_metrics).items():
+            writer.add_scalar(key, value, step)
+    if trainer.last_eval_metrics.get("global_step") == float(step):
+        for key, value in eval_scalars(trainer.last_eval_metrics).items():
+            writer.add_scalar(key, value, step)
+    return writer
+
+
+def _run_training(
+    config: RunConfig, run_dir: Path, objects: Any, *, resume: bool, quiet: bool
+) -> int:
+    """Train with logging, progress and signal handling; always leave a resumable run."""
+    trainer = objects.trainer
+    writer = wandb_run = progress = None
+    status, code = "failed", 1  # until training returns or a signal stops it
+    try:
+        with signals_raise(trainer.request_interrupt):
+            wandb_run = _init_wandb(config, run_dir, resume)
+            writer = _open_writer(config, run_dir, trainer, resume)
+            trainer.writer = writer
+            metrics = MetricsLog(run_dir / METRICS_FILE)
+            if resume:
+                metrics.resume_at(trainer.num_updates, trainer.last_eval_metrics.get("global_step"))
+            budget = _budget(config)
+            unit = "updates" if "total_updates" in budget else "steps"
+            progress = ProgressReporter(
+                next(iter(budget.values())),
+                unit,
+                start=trainer.num_updates if unit == "updates" else trainer.global_step,
+                print_every=config.logging.print_every_updates,
+                quiet=quiet,
+            )
+            trainer.callbacks[:] = [metrics, progress]
+            trainer.train(**budget)
+        status, code = "completed", 0
+    except KeyboardInterrupt:
+        status, code = "interrupted", EXIT_SIGINT
+    except Terminated:
+        status, code = "terminated", EXIT_SIGTERM
+    finally:
+        with signals_ignored():
+            if progress is not None:
+                progress.close()
+            final = trainer.save_checkpoint(
+                run_dir
+                / "checkpoints"
+                / f"{trainer.cfg.experiment_name}_final_step_{trainer.global_step}.pt",
+                kind="final",
+            )
+            write_summary(run_dir, trainer, status)
+            curve = _write_curve(run_dir)
+            if writer is not None:
+                writer.close()
+            if wandb_run is not None:
+                wandb_run.finish()
+    if not quiet:
+        _print_outcome(trainer, status, run_dir, final, curve, writer is not None)
+    return code
+
+
+def _print_outcome(
+    trainer: Any, status: str, run_dir: Path, final: str, curve: Path | None, tensorboard: bool
+) -> None:
+    last = trainer.last_eval_metrics
+    if last:
+        step = int(last["global_step"])
+        label = "final evaluation" if step == trainer.global_step else "last evaluation"
+        print(
+            f"{label} at step {step:,}: "
+            f"return {last.get('eval/avg_reward', float('nan')):.4g}, "
+            f"success rate {last.get('eval/success_rate', float('nan')):.2f}"
+        )
+    print(f"{status}: {trainer.num_updates} updates, {trainer.global_step:,} env steps")
+    print(f"run:        {run_dir}")
+    print(f"checkpoint: {final}")
+    if curve is not None:
+        print(f"curve:      {curve}")
+    if tensorboard:
+        print(f"tensorboard --logdir {run_dir / 'tb'}")
+
+
+def _write_curve(run_dir: Path) -> Path | None:
+    from pathgrad.plotting import plot_runs
+
+    try:
+        return plot_runs([run_dir], run_dir / CURVE_FILE)
+    except (FileNotFoundError, ValueError):
+        return None
