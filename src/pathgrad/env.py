@@ -23,6 +23,7 @@ Envs that offer ``state_dict()``/``load_state_dict()`` are resumed exactly.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -122,18 +123,26 @@ def register_learning_env(
     return decorator if factory is None else decorator(factory)
 
 
+def _register_builtin_envs() -> None:
+    """Import the built-in envs (they register themselves); a no-op after the first call."""
+    importlib.import_module("pathgrad.envs")
+
+
 def get_registered_learning_env_names() -> list[str]:
     """Names of the registered envs as registered, sorted case-insensitively."""
+    _register_builtin_envs()
     return sorted((_DISPLAY_NAMES[key] for key in _REGISTRY), key=str.lower)
 
 
 def get_learning_env_factory(name: str) -> LearningEnvFactory:
-    """The factory registered as ``name`` (case-insensitive).
+    """The factory registered as ``name`` (case-insensitive); built-in envs are always known.
 
     Raises:
         ValueError: If ``name`` is not registered.
     """
     key = name.lower()
+    if key not in _REGISTRY:
+        _register_builtin_envs()
     if key not in _REGISTRY:
         available = ", ".join(get_registered_learning_env_names()) or "<none>"
         raise ValueError(f"Learning environment '{name}' is not registered. Available: {available}")
