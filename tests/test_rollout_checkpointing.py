@@ -97,3 +97,30 @@ def test_configuration_errors():
     cfg = DifferentiableTrainerCfg(rollout_mode="complete", gradient_checkpointing=True)
     with pytest.raises(ValueError, match="needs an env built on BatchedDifferentiableEnv"):
         DifferentiableTrainer(cfg, ScalarEnv([1.0]), policy, APG(APGCfg(), policy))
+
+
+def test_gradient_health_metrics_survive_checkpointing(tmp_path):
+    settings = {
+        "rollout_mode": "complete",
+        "update_horizon": 12,
+        "eval_frequency_steps": 0,
+        "action_adjoint_max_norm": 0.05,
+        "record_gradient_health": True,
+    }
+    metrics = []
+    for name, extra in (("plain", {}), ("ck", {"gradient_checkpointing": True})):
+        trainer = build_point_mass_trainer(
+            tmp_path / name,
+            dtype="float64",
+            algorithm_cfg=APGCfg(optimizer={"learning_rate": 1e-2}),
+            checkpoint_chunk_steps=5,
+            **settings,
+            **extra,
+        )
+        entry = trainer.train(total_updates=2)["last_train_metrics"]
+        metrics.append({k: v for k, v in entry.items() if k.startswith("train/action_adjoint")})
+    plain, checkpointed = metrics
+    assert set(plain) == set(checkpointed) and len(plain) >= 3
+    assert plain["train/action_adjoint_clipped_fraction"] > 0  # the clip was active
+    for key, value in plain.items():
+        assert checkpointed[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key

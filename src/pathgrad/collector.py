@@ -222,8 +222,13 @@ class DifferentiableCollector:
         *,
         deterministic: bool = False,
         on_step_callback: Callable[[DifferentiableTransition], None] | None = None,
+        gradient_stats: BatchedGradientNormStats | None = None,
     ) -> DifferentiableRollout:
         """Collect ``num_steps`` graph-connected steps from the current state.
+
+        ``gradient_stats`` collects the action-adjoint statistics into an
+        existing record (a gradient-checkpointed rollout shares one across its
+        replayed chunks) instead of a new one.
 
         Raises:
             ValueError: If ``num_steps`` is not positive.
@@ -234,11 +239,7 @@ class DifferentiableCollector:
             self.reset()
         assert self._observation is not None
         initial_observation = self._observation
-        stats = (
-            BatchedGradientNormStats(self.device)
-            if self.action_adjoint_max_norm > 0.0 or self.record_action_adjoint_stats
-            else None
-        )
+        stats = gradient_stats if gradient_stats is not None else self.new_gradient_stats()
         if self.compiled_chunks is not None and not self.needs_step_hooks:
             return self._collect_fused(num_steps, deterministic, on_step_callback)
         transitions = []
@@ -268,6 +269,12 @@ class DifferentiableCollector:
                 on_step_callback(transition)
         self._observation = observation
         return DifferentiableRollout(initial_observation, tuple(transitions), stats)
+
+    def new_gradient_stats(self) -> BatchedGradientNormStats | None:
+        """A fresh action-adjoint record if adjoints are clipped or recorded, else ``None``."""
+        if self.action_adjoint_max_norm > 0.0 or self.record_action_adjoint_stats:
+            return BatchedGradientNormStats(self.device)
+        return None
 
     def _collect_fused(
         self,

@@ -338,6 +338,7 @@ class DifferentiableTrainer(EvaluationMixin):
             num_steps=result.num_steps,
             objective_scale=spec.objective_scale,
             accumulation_scale=1.0 / accumulation_steps,
+            action_gradient_stats=result.action_gradient_stats,
         )
         if self.observation_normalizer is not None:
             self.observation_normalizer.update(result.alive_observations)

@@ -21,6 +21,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from pathgrad.collector import DifferentiableCollector, DifferentiableTransition
+from pathgrad.gradients import BatchedGradientNormStats
 
 __all__ = ["CheckpointedReturns", "checkpointed_complete_returns", "supports_checkpointing"]
 
@@ -39,6 +40,8 @@ class CheckpointedReturns:
         num_steps: Steps collected.
         alive_observations: Raw observations ``[M, D]`` of the alive steps (no graph),
             for the observation normalizer.
+        action_gradient_stats: Action-adjoint statistics (when the collector clips
+            or records them), filled as the backward pass replays the chunks.
     """
 
     def __init__(
@@ -47,11 +50,13 @@ class CheckpointedReturns:
         entropy_returns: torch.Tensor,
         num_steps: int,
         alive_observations: torch.Tensor,
+        action_gradient_stats: BatchedGradientNormStats | None = None,
     ) -> None:
         self.returns = returns
         self.entropy_returns = entropy_returns
         self.num_steps = num_steps
         self.alive_observations = alive_observations
+        self.action_gradient_stats = action_gradient_stats
 
 
 def checkpointed_complete_returns(
@@ -83,6 +88,7 @@ def checkpointed_complete_returns(
     alive = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     observations: list[torch.Tensor] = []
     returns = entropy_returns = None
+    gradient_stats = collector.new_gradient_stats()  # hooks fire when chunks are replayed
     start = 0
     final_snapshot: dict[str, Any] = {}
 
@@ -103,7 +109,10 @@ def checkpointed_complete_returns(
             collector._observation = env._observe(env.state)
             callback = None if replaying["active"] else on_step_callback
             rollout = collector.collect(
-                steps, deterministic=deterministic, on_step_callback=callback
+                steps,
+                deterministic=deterministic,
+                on_step_callback=callback,
+                gradient_stats=gradient_stats,
             )
             rewards = rollout.rewards
             dones = rollout.dones
@@ -162,4 +171,6 @@ def checkpointed_complete_returns(
     )
     replaying["active"] = True
     assert returns is not None and entropy_returns is not None
-    return CheckpointedReturns(returns, entropy_returns, num_steps, torch.cat(observations))
+    return CheckpointedReturns(
+        returns, entropy_returns, num_steps, torch.cat(observations), gradient_stats
+    )
