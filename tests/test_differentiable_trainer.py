@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -330,3 +331,57 @@ def test_float64_end_to_end_with_every_option(tmp_path):
     assert trainer.collector.observation.dtype == torch.float64
     assert summary["last_eval_metrics"]["eval/avg_length"] == 10.0
     assert trainer.policy.log_std.dtype == torch.float64
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"algorithm": "shac", "update_horizon": 4},
+        {"rollout_mode": "complete", "update_horizon": 6},
+        {"rollout_mode": "complete", "update_horizon": 6, "gradient_checkpointing": True},
+    ],
+)
+def test_policy_entropy_is_the_mean_entropy_per_sampled_action(tmp_path, settings):
+    trainer = build_point_mass_trainer(tmp_path, eval_frequency_steps=0, **settings)
+    log_std = trainer.policy.log_std.detach().clone()  # the entropy the first update samples
+    metrics = trainer.train(total_updates=1)["last_train_metrics"]
+    expected = float((0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum())
+    assert metrics["train/policy_entropy"] == pytest.approx(expected, rel=1e-6)
+    # train/entropy is the (reference's) discounted entropy return of the window.
+    assert metrics["train/entropy"] != pytest.approx(expected)
+
+
+def test_histories_keep_the_most_recent_entries(tmp_path):
+    trainer = build_point_mass_trainer(
+        tmp_path, eval_frequency_steps=8, history_length=3, save_frequency_updates=0
+    )
+    summary = trainer.train(total_updates=5)
+    assert [entry["num_updates"] for entry in summary["train_history"]] == [3.0, 4.0, 5.0]
+    assert len(summary["eval_history"]) == 3
+    assert summary["last_train_metrics"]["num_updates"] == 5.0
+    with pytest.raises(ValueError, match="history_length must be positive"):
+        DifferentiableTrainerCfg(history_length=0)
+
+
+def test_non_finite_observations_never_poison_the_normalizer(tmp_path):
+    trainer = build_point_mass_trainer(tmp_path, eval_frequency_steps=0)
+    step = trainer.env.step
+    calls = {"count": 0}
+
+    def step_with_a_nan_row(action):
+        observation, *rest = step(action)
+        calls["count"] += 1
+        if calls["count"] == 3:
+            observation = observation.clone()
+            observation[1] = float("nan")
+        return (observation, *rest)
+
+    trainer.env.step = step_with_a_nan_row
+    history = trainer.train(total_updates=2)["train_history"]
+    normalizer = trainer.observation_normalizer
+    assert bool(torch.isfinite(normalizer.mean).all() and torch.isfinite(normalizer.var).all())
+    # Row 1 stays NaN from step 3 (its NaN action makes its state NaN) until its
+    # episode resets at step 10: observations 4-8 of update 1, 9-10 of update 2.
+    assert [entry["train/observation_rows_skipped"] for entry in history] == [5.0, 2.0]
+    assert [entry["train/skipped_update"] for entry in history] == [1.0, 1.0]

@@ -129,6 +129,7 @@ class DifferentiableTrainer(EvaluationMixin):
         self.episodes = EpisodeTracker(env.num_envs, algorithm.device, window=_STATS_WINDOW)
         self._next_eval_step = cfg.eval_frequency_steps if cfg.eval_frequency_steps > 0 else None
         self._saved_update: int | None = None  # update of the last scheduled save
+        self._skipped_rows_seen = 0
         self._rollout_index = 0
         self.callbacks: list[Callable[[str, dict[str, float]], None]] = []
         self.checkpoint_extra: dict[str, Any] = {}
@@ -340,6 +341,9 @@ class DifferentiableTrainer(EvaluationMixin):
             accumulation_scale=1.0 / accumulation_steps,
             action_gradient_stats=result.action_gradient_stats,
         )
+        record_entropy = getattr(self.algorithm, "record_policy_entropy", None)
+        if result.sampled_entropies is not None and callable(record_entropy):
+            record_entropy(result.sampled_entropies)
         if self.observation_normalizer is not None:
             self.observation_normalizer.update(result.alive_observations)
         return result.num_steps
@@ -358,6 +362,10 @@ class DifferentiableTrainer(EvaluationMixin):
     def _record_update(self, metrics: dict[str, float]) -> None:
         """Fold finished episodes into the windows, then log the update."""
         self.episodes.flush()
+        if self.observation_normalizer is not None:  # rows with NaN/Inf left out of it
+            skipped = int(self.observation_normalizer.skipped_rows)
+            metrics["observation_rows_skipped"] = float(skipped - self._skipped_rows_seen)
+            self._skipped_rows_seen = skipped
         elapsed = max(time.time() - self.start_time, 1e-6)
         entry = {
             "global_step": float(self.global_step),

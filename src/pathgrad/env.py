@@ -14,6 +14,15 @@ Contract of ``step(action[N, A]) -> (obs, reward[N], terminated[N], truncated[N]
 - ``info["metrics"]`` maps names to per-env tensors describing the state the
   step ended in, before any reset (for example ``success`` or ``final_distance``).
 
+``single_action_space`` is the set of actions the env is meant for. What an
+env does with an action outside it is its own choice and part of its
+documentation: the built-in PointMass, Reacher, Quadrotor and CartPoleSwingUp
+apply it unclipped (more force than the bound), Pendulum and
+MountainCarContinuous clamp it as Gymnasium does. Policies must stay inside:
+a squashed ``GaussianMLPPolicy`` (the command line's default) or the trainer's
+``clip_actions_to_space``; evaluation clamps when training does, and exported
+policies always clamp to the space.
+
 ``detach_state()`` cuts the graph and returns the current observation without
 resetting: it is the truncation boundary of truncated backpropagation.
 ``reset(seed=...)`` makes the run reproducible: each env owns its generator.

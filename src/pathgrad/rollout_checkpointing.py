@@ -42,6 +42,8 @@ class CheckpointedReturns:
             for the observation normalizer.
         action_gradient_stats: Action-adjoint statistics (when the collector clips
             or records them), filled as the backward pass replays the chunks.
+        sampled_entropies: Entropies ``[T, N]`` of the sampled action distributions
+            (no graph), or ``None`` if the policy gives none.
     """
 
     def __init__(
@@ -51,12 +53,14 @@ class CheckpointedReturns:
         num_steps: int,
         alive_observations: torch.Tensor,
         action_gradient_stats: BatchedGradientNormStats | None = None,
+        sampled_entropies: torch.Tensor | None = None,
     ) -> None:
         self.returns = returns
         self.entropy_returns = entropy_returns
         self.num_steps = num_steps
         self.alive_observations = alive_observations
         self.action_gradient_stats = action_gradient_stats
+        self.sampled_entropies = sampled_entropies
 
 
 def checkpointed_complete_returns(
@@ -87,6 +91,7 @@ def checkpointed_complete_returns(
     replaying = {"active": False}
     alive = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     observations: list[torch.Tensor] = []
+    sampled_entropies: list[torch.Tensor] = []
     returns = entropy_returns = None
     gradient_stats = collector.new_gradient_stats()  # hooks fire when chunks are replayed
     start = 0
@@ -125,6 +130,8 @@ def checkpointed_complete_returns(
             if "entropy" in rollout.transitions[0].policy_output:
                 entropies = torch.stack([t.policy_output["entropy"] for t in rollout.transitions])
                 chunk_entropy = (entropies * weights).sum(dim=0)
+                if not replaying["active"]:
+                    sampled_entropies.append(entropies.detach())
             else:
                 chunk_entropy = torch.zeros_like(chunk_return)
             if not replaying["active"]:
@@ -172,5 +179,10 @@ def checkpointed_complete_returns(
     replaying["active"] = True
     assert returns is not None and entropy_returns is not None
     return CheckpointedReturns(
-        returns, entropy_returns, num_steps, torch.cat(observations), gradient_stats
+        returns,
+        entropy_returns,
+        num_steps,
+        torch.cat(observations),
+        gradient_stats,
+        torch.cat(sampled_entropies) if sampled_entropies else None,
     )

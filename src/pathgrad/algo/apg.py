@@ -97,6 +97,8 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         self._loss_total = zero
         self._objective_total = zero
         self._entropy_total = zero
+        self._sampled_entropy_total = zero
+        self._sampled_entropy_count = 0
         self._num_accumulated_steps = 0
         self._action_gradient_stats: list[BatchedGradientNormStats] = []
 
@@ -314,13 +316,19 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         return returns, entropy_returns, next_discount
 
     def _entropies(self, rollout: DifferentiableRollout) -> torch.Tensor | None:
-        """Policy entropies ``[T, N]``, without a graph when the bonus is off."""
+        """Policy entropies ``[T, N]``, without a graph when the bonus is off (recorded)."""
         if "entropy" not in rollout.transitions[0].policy_output:
             return None
         entropies = torch.stack(
             [transition.policy_output["entropy"] for transition in rollout.transitions]
         )
+        self.record_policy_entropy(entropies)
         return entropies if self.cfg.ent_coef != 0.0 else entropies.detach()
+
+    def record_policy_entropy(self, entropies: torch.Tensor) -> None:
+        """Add sampled action-distribution entropies to ``policy_entropy`` (their mean)."""
+        self._sampled_entropy_total = self._sampled_entropy_total + entropies.detach().sum()
+        self._sampled_entropy_count += entropies.numel()
 
     def _accumulated_metrics(
         self, grad_norm: float, *, skipped: bool, excessive: bool
@@ -334,6 +342,9 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
             "skipped_excessive_gradient": float(excessive),
             "learning_rate": self.current_learning_rate(),
         }
+        if self._sampled_entropy_count:
+            count = self._sampled_entropy_count
+            metrics["policy_entropy"] = float(self._sampled_entropy_total) / count
         if self._action_gradient_stats:
             merged = BatchedGradientNormStats.merge(self._action_gradient_stats)
             metrics.update(merged.metrics())
