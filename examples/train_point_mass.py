@@ -37,9 +37,10 @@ def main() -> None:
         "PointMass", num_envs=64, device="cpu", seed=args.seed + 1
     )
 
-    # 2. A Gaussian MLP policy and analytic policy gradients (Adam, linear LR decay).
+    # 2. A Gaussian MLP policy, squashed to the action space, and analytic policy
+    #    gradients (Adam, linear LR decay).
     policy = pathgrad.GaussianMLPPolicy.from_spaces(
-        env.single_observation_space, env.single_action_space, hidden_sizes=(64, 64)
+        env.single_observation_space, env.single_action_space, hidden_sizes=(64, 64), squash=True
     )
     algorithm = pathgrad.APG(
         pathgrad.APGCfg(
@@ -51,7 +52,8 @@ def main() -> None:
         policy,
     )
 
-    # 3. The trainer: 32-step TBPTT windows, evaluation and checkpoints.
+    # 3. The trainer: 32-step TBPTT windows, evaluation (also of the final policy)
+    #    and checkpoints.
     segment = 32
     cfg = pathgrad.DifferentiableTrainerCfg(
         segment_length=segment,
@@ -61,15 +63,14 @@ def main() -> None:
         eval_frequency_steps=args.num_envs * segment * 50,
         num_eval_episodes=64,
         eval_seed=12345,
+        final_evaluation=True,
     )
     writer = SummaryWriter(str(run_dir / "tb"))
     trainer = pathgrad.DifferentiableTrainer(cfg, env, policy, algorithm, writer, eval_env)
 
     start = time.time()
     summary = trainer.train(total_updates=args.updates)
-    final_checkpoint = trainer.save_checkpoint(
-        run_dir / "checkpoints" / f"point_mass_final_step_{trainer.global_step}.pt", kind="final"
-    )
+    final_checkpoint = trainer.save_checkpoint(kind="final")
     writer.close()
     final = summary["last_eval_metrics"]
     print(

@@ -385,16 +385,14 @@ class DifferentiableTrainer(EvaluationMixin):
         """Atomically save the learning state and record it in the run index.
 
         Args:
-            path: Destination; by default ``<checkpoint_dir>/<experiment>_step_<N>.pt``.
+            path: Destination; by default :meth:`checkpoint_path` of ``kind``.
             kind: ``periodic``, ``best`` or ``final``, recorded in the index.
 
         Returns:
             The saved path.
         """
         if path is None:
-            path = Path(self.cfg.checkpoint_dir) / (
-                f"{self.cfg.experiment_name}_step_{self.global_step}.pt"
-            )
+            path = self.checkpoint_path(kind)
         extra: dict[str, Any] = {
             **self.checkpoint_extra,
             "rollout_index": self._rollout_index,
@@ -405,6 +403,12 @@ class DifferentiableTrainer(EvaluationMixin):
         if self.observation_normalizer is not None:
             extra["observation_normalizer"] = self.observation_normalizer.state_dict()
         return _save(self, path, extra, kind)
+
+    def checkpoint_path(self, kind: str = "periodic") -> Path:
+        """``<checkpoint_dir>/<experiment>_[best_|final_]step_<N>.pt`` at the current step."""
+        infix = "" if kind == "periodic" else f"{kind}_"
+        name = f"{self.cfg.experiment_name}_{infix}step_{self.global_step}.pt"
+        return Path(self.cfg.checkpoint_dir) / name
 
     def load_checkpoint(
         self,

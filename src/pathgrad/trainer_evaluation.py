@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
 from typing import Any
 
 from pathgrad.action_bounds import clamp_action
@@ -113,9 +112,7 @@ class EvaluationMixin:
             else candidate < self.best_eval_value
         ):
             return
-        path = Path(self.cfg.checkpoint_dir) / (
-            f"{self.cfg.experiment_name}_best_step_{self.global_step}.pt"
-        )
+        path = self.checkpoint_path("best")
         previous = self.best_eval_value, self.best_checkpoint_path
         self.best_eval_value, self.best_checkpoint_path = candidate, str(path)
         try:

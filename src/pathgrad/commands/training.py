@@ -224,12 +224,7 @@ def _run_training(
         with signals_ignored():
             if progress is not None:
                 progress.close()
-            final = trainer.save_checkpoint(
-                run_dir
-                / "checkpoints"
-                / f"{trainer.cfg.experiment_name}_final_step_{trainer.global_step}.pt",
-                kind="final",
-            )
+            final = trainer.save_checkpoint(kind="final")
             write_summary(run_dir, trainer, status)
             curve = _write_curve(run_dir)
             if writer is not None:
