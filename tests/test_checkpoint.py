@@ -18,8 +18,8 @@ from helpers import build_point_mass_trainer, learning_state
 from pathgrad.atomic_files import atomic_write, remove_stale_temporaries
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint, read_index, rebuild_index
 from pathgrad.config import RunConfig
-from pathgrad.run import build_run
 from pathgrad.policies import GaussianMLPPolicy
+from pathgrad.run import build_run
 
 TESTS = Path(__file__).parent
 
@@ -76,7 +76,7 @@ def test_missing_truncated_foreign_and_other_schema_files_are_clear_errors(tmp_p
         read_checkpoint(foreign)
     future = tmp_path / "future.pt"
     torch.save({**torch.load(path, weights_only=True), "schema_version": 99}, future)
-    with pytest.raises(ValueError, match=r"schema version 99; this pathgrad reads versions \[1, 2\]"):
+    with pytest.raises(ValueError, match=r"version 99; this pathgrad reads versions \[1, 2\]"):
         read_checkpoint(future)
 
 

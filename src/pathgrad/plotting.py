@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - after choosing the non-interactive backend
+import yaml  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
 
-from pathgrad.checkpoint import atomic_write  # noqa: E402
-from pathgrad.run import read_metrics  # noqa: E402
+from pathgrad.atomic_files import atomic_write  # noqa: E402
+from pathgrad.run import CONFIG_FILE, read_metrics  # noqa: E402
 
-__all__ = ["plot_runs"]
+__all__ = ["learning_curve_figure", "plot_runs", "run_label"]
 
 PANELS = (
     ("eval", "eval/avg_reward", "evaluation return"),
@@ -22,36 +26,92 @@ PANELS = (
 AXES = (("global_step", "env steps"), ("time", "wall time (s)"))
 
 
+def run_label(run_dir: Path, others: Sequence[Path] = ()) -> str:
+    """``<run name> (<env>, <algorithm>, seed <s>)``; the parent folder too if names repeat."""
+    names = [Path(other).name for other in others]
+    name = run_dir.name
+    if names.count(name) > 1:
+        name = f"{run_dir.parent.name}/{name}"
+    config = _read_config(run_dir)
+    if not config:
+        return name
+    env = config.get("env", {}).get("name", "?")
+    algorithm = config.get("algorithm", {}).get("name", "?")
+    seed = config.get("trainer", {}).get("seed", "?")
+    return f"{name} ({env}, {algorithm}, seed {seed})"
+
+
+def _read_config(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def plot_runs(run_dirs: Sequence[str | Path], output: str | Path) -> Path:
-    """Plot evaluation and training return against env steps and wall time; save a PNG.
+    """Plot the runs' learning curves (:func:`learning_curve_figure`) into a PNG file.
 
     Raises:
-        FileNotFoundError: If a run directory has no ``metrics.jsonl``.
+        FileNotFoundError: If a run directory has no ``metrics.jsonl`` (or no records).
+        ValueError: If a ``metrics.jsonl`` has a malformed line (other than a cut last one).
+        OSError: If ``output`` cannot be written.
     """
-    figure, axes = plt.subplots(len(PANELS), len(AXES), figsize=(11, 7), squeeze=False)
-    for run_dir in map(Path, run_dirs):
-        records = read_metrics(run_dir)
-        if not records:
-            raise FileNotFoundError(f"'{run_dir}' has no metrics.jsonl to plot.")
-        for row, (kind, key, title) in enumerate(PANELS):
-            points = [r for r in records if r["kind"] == kind and r.get(key) is not None]
-            for column, (x_key, x_label) in enumerate(AXES):
-                axis = axes[row][column]
-                axis.plot(
-                    [r[x_key] for r in points],
-                    [r[key] for r in points],
-                    marker="o" if kind == "eval" else None,
-                    markersize=3,
-                    label=run_dir.name,
-                )
-                axis.set_xlabel(x_label)
-                axis.set_ylabel(title)
-                axis.grid(alpha=0.3)
-    axes[0][0].legend(fontsize="small")
-    figure.tight_layout()
+    figure = learning_curve_figure(run_dirs)
     try:
         return atomic_write(
             Path(output), lambda handle: figure.savefig(handle, format="png", dpi=110)
         )
     finally:
         plt.close(figure)
+
+
+def learning_curve_figure(run_dirs: Sequence[str | Path]) -> Figure:
+    """Evaluation and training return against env steps and wall time.
+
+    Rows without any data (evaluation switched off) are left out; each run is
+    labelled with its name, env, algorithm and seed; env steps read as 200k, 1M.
+
+    Raises:
+        FileNotFoundError: If a run directory has no ``metrics.jsonl`` (or no records).
+        ValueError: If a ``metrics.jsonl`` has a malformed line (other than a cut last one).
+    """
+    run_dirs = [Path(run_dir) for run_dir in run_dirs]
+    records = {}
+    for run_dir in run_dirs:
+        records[run_dir] = read_metrics(run_dir)
+        if not records[run_dir]:
+            raise FileNotFoundError(f"'{run_dir}' has no metrics.jsonl to plot.")
+    panels = [
+        panel
+        for panel in PANELS
+        if any(_points(run_records, *panel[:2]) for run_records in records.values())
+    ] or list(PANELS[1:])
+    figure, axes = plt.subplots(
+        len(panels), len(AXES), figsize=(11, 3.5 * len(panels) + 0.5), squeeze=False
+    )
+    for run_dir, run_records in records.items():
+        label = run_label(run_dir, run_dirs)
+        for row, (kind, key, title) in enumerate(panels):
+            points = _points(run_records, kind, key)
+            for column, (x_key, x_label) in enumerate(AXES):
+                axis = axes[row][column]
+                axis.plot(
+                    [r.get(x_key, 0.0) for r in points],
+                    [r[key] for r in points],
+                    marker="o" if kind == "eval" else None,
+                    markersize=3,
+                    label=label,
+                )
+                axis.set_xlabel(x_label)
+                axis.set_ylabel(title)
+                axis.grid(alpha=0.3)
+                axis.xaxis.set_major_locator(MaxNLocator(nbins=6))
+                axis.xaxis.set_major_formatter(EngFormatter(sep=""))
+    axes[0][0].legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def _points(records: list[dict[str, Any]], kind: str, key: str) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("kind") == kind and isinstance(r.get(key), (int, float))]

@@ -1,0 +1,71 @@
+"""Learning-curve figures: readable axes, only panels with data, labelled runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+
+from pathgrad.plotting import learning_curve_figure, plot_runs, run_label
+
+
+def write_run(folder: Path, *, evaluations: bool, seed: int = 0, env: str = "Pendulum") -> Path:
+    folder.mkdir(parents=True)
+    lines = []
+    for update in range(1, 41):
+        step = update * 64 * 32
+        lines.append({"kind": "train", "global_step": step, "num_updates": update,
+                      "time": update * 0.5, "charts/episode_reward_avg_100": -100.0 + update})
+        if evaluations and update % 10 == 0:
+            lines.append({"kind": "eval", "global_step": step, "time": update * 0.5,
+                          "eval/avg_reward": -50.0 + update})  # fmt: skip
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (folder / "config.yaml").write_text(
+        f"env:\n  name: {env}\nalgorithm:\n  name: shac\ntrainer:\n  seed: {seed}\n"
+    )
+    return folder
+
+
+def test_runs_without_evaluation_get_no_empty_panel(tmp_path):
+    run = write_run(tmp_path / "a", evaluations=False)
+    figure = learning_curve_figure([run])
+    assert len(figure.axes) == 2
+    assert {axis.get_ylabel() for axis in figure.axes} == {"training return (last 100 episodes)"}
+    plt.close(figure)
+    both = learning_curve_figure([run, write_run(tmp_path / "b", evaluations=True)])
+    assert len(both.axes) == 4
+    plt.close(both)
+
+
+def test_env_step_ticks_are_short_and_runs_are_labelled(tmp_path):
+    runs = [
+        write_run(tmp_path / "x" / "run", evaluations=True, seed=0),
+        write_run(tmp_path / "y" / "run", evaluations=True, seed=1),
+    ]
+    figure = learning_curve_figure(runs)
+    figure.canvas.draw()
+    steps_axis = figure.axes[0]
+    labels = [tick.get_text() for tick in steps_axis.get_xticklabels() if tick.get_text()]
+    assert labels and all(len(text) <= 5 for text in labels), labels  # e.g. 800k, 1.2M
+    assert any(text.endswith("k") or text.endswith("M") for text in labels), labels
+    legend = [text.get_text() for text in steps_axis.get_legend().get_texts()]
+    assert legend == ["x/run (Pendulum, shac, seed 0)", "y/run (Pendulum, shac, seed 1)"]
+    plt.close(figure)
+    assert run_label(tmp_path / "nowhere") == "nowhere"
+
+
+def test_a_cut_last_line_is_skipped_and_a_bad_line_named(tmp_path):
+    run = write_run(tmp_path / "a", evaluations=True)
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"kind": "train", "global_st')  # a crash mid-write
+    path = plot_runs([run], tmp_path / "out.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    lines.insert(3, "garbage")
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="line 4 is not a JSON object"):
+        plot_runs([run], tmp_path / "out.png")
+    with pytest.raises(FileNotFoundError, match="has no metrics.jsonl"):
+        plot_runs([tmp_path / "empty"], tmp_path / "out.png")
