@@ -44,8 +44,12 @@ class EvaluationMixin:
             and self._saved_update != self.num_updates
         ):
             with self.interrupts.deferring():
-                self.save_checkpoint()
-                self._saved_update = self.num_updates
+                previous, self._saved_update = self._saved_update, self.num_updates
+                try:  # the checkpoint records that its own save is done
+                    self.save_checkpoint()
+                except BaseException:
+                    self._saved_update = previous
+                    raise
 
     def _final_evaluation(self) -> None:
         """With ``cfg.final_evaluation``, evaluate the final policy unless that is done."""
@@ -113,14 +117,15 @@ class EvaluationMixin:
         ):
             return
         path = self.checkpoint_path("best")
-        previous = self.best_eval_value, self.best_checkpoint_path
+        previous = self.best_eval_value, self.best_checkpoint_path, self._saved_update
+        # The checkpoint records itself as the best and as this update's save.
         self.best_eval_value, self.best_checkpoint_path = candidate, str(path)
+        self._saved_update = self.num_updates
         try:
             self.save_checkpoint(path, kind="best")
         except BaseException:
-            self.best_eval_value, self.best_checkpoint_path = previous
+            self.best_eval_value, self.best_checkpoint_path, self._saved_update = previous
             raise
-        self._saved_update = self.num_updates
 
 
 def _state_of(env: Any) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.atomic_files import remove_stale_temporaries
-from pathgrad.checkpoint import latest_checkpoint, read_index, rebuild_index
+from pathgrad.checkpoint import INDEX_FILENAME, latest_checkpoint, read_index, rebuild_index
 from pathgrad.commands import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
@@ -111,13 +111,16 @@ def _checkpoint_to_resume(run_dir: Path, args: argparse.Namespace) -> Path | Non
         "or choose a file with --checkpoint FILE."
     )
     try:
-        if args.rebuild_index:
-            rebuild_index(directory)
+        if args.rebuild_index or not (directory / INDEX_FILENAME).is_file():
+            # No index but checkpoint files: a kill between the first save and its
+            # index entry (or a deleted index). The files are whole: list them.
+            if args.rebuild_index or list(directory.glob("*.pt")):
+                rebuild_index(directory)
         return latest_checkpoint(directory)
     except ValueError as error:
         raise UsageError(f"{error} {hint}") from error
     except FileNotFoundError as error:
-        if read_index(directory) or list(directory.glob("*.pt")):
+        if read_index(directory):
             raise UsageError(f"{error} {hint}") from error
         return None
 
