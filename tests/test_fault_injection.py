@@ -45,7 +45,8 @@ TIMING = {"time", "charts/SPS", "elapsed_time_sec", "training_fps", "saved_at"}
 def run_command(args: list[str], cwd: Path, fault: tuple[str, int] | None = None) -> int:
     command = [PATHGRAD, *args]
     if fault is not None:
-        command = [sys.executable, str(TESTS / "fault_run.py"), fault[0], str(fault[1]), "--", *args]
+        script = str(TESTS / "fault_run.py")
+        command = [sys.executable, script, fault[0], str(fault[1]), "--", *args]
     result = subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True)
     assert "Traceback" not in result.stderr, result.stderr
     return result.returncode

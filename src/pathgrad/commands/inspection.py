@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.action_bounds import action_space_bounds, clamp_action
+from pathgrad.atomic_files import atomic_write
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
 from pathgrad.commands import UsageError
 from pathgrad.config import ConfigError, RunConfig, device_problem, validate_config
@@ -154,18 +155,24 @@ def command_export(args: argparse.Namespace) -> int:
 
 def command_plot(args: argparse.Namespace) -> int:
     """``pathgrad plot RUN_DIR... [-o curves.png]`` (without -o, never overwrites a file)."""
-    from pathgrad.plotting import plot_runs
+    import matplotlib.pyplot as plt
+
+    from pathgrad.plotting import learning_curve_figure
 
     output = Path(args.output) if args.output else _free_name(Path("curves.png"))
     if output.is_dir():
         raise UsageError(f"-o '{output}' is a directory; give a file name.")
     try:
-        path = plot_runs(args.run_dirs, output)
-    except (FileNotFoundError, ValueError) as error:
+        figure = learning_curve_figure(args.run_dirs)
+    except (OSError, ValueError) as error:
         raise UsageError(str(error)) from error
+    try:
+        atomic_write(output, lambda handle: figure.savefig(handle, format="png", dpi=110))
     except OSError as error:
         raise UsageError(f"cannot write '{output}': {error.strerror or error}") from error
-    print(f"wrote {path}")
+    finally:
+        plt.close(figure)
+    print(f"wrote {output}")
     return 0
 
 
