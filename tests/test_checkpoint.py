@@ -139,7 +139,7 @@ def test_index_lists_every_save_and_latest_skips_deleted_files(tmp_path):
     assert [e["file"] for e in entries] == [
         "test_best_step_64.pt",
         "test_step_64.pt",
-        "test_step_96.pt",
+        "test_final_step_96.pt",  # a final checkpoint is named as such
     ]
     assert entries[-1]["kind"] == "final" and entries[-1]["num_updates"] == 3
     assert latest_checkpoint(tmp_path) == Path(second)

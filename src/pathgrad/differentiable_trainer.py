@@ -362,6 +362,9 @@ class DifferentiableTrainer(EvaluationMixin):
     def _record_update(self, metrics: dict[str, float]) -> None:
         """Fold finished episodes into the windows, then log the update."""
         self.episodes.flush()
+        entropy = getattr(self.algorithm, "last_policy_entropy", None)
+        if entropy is not None:
+            metrics["policy_entropy"] = entropy
         if self.observation_normalizer is not None:  # rows with NaN/Inf left out of it
             skipped = int(self.observation_normalizer.skipped_rows)
             metrics["observation_rows_skipped"] = float(skipped - self._skipped_rows_seen)

@@ -177,6 +177,9 @@ def build_policy(config: RunConfig, env: Any) -> GaussianMLPPolicy:
 def build_run(config: RunConfig, run_dir: Path) -> RunObjects:
     """Build env, evaluation env, policy, algorithm and trainer; writes nothing.
 
+    Checkpoints go to ``run_dir/checkpoints`` (``trainer.cfg.checkpoint_dir``,
+    which may be set later, once the directory exists).
+
     Raises:
         ConfigError: If a component rejects its configuration.
     """

@@ -89,6 +89,8 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         self._setup_optimization(cfg, policy.parameters())
         self._update_active = False
         self._reset_accumulators()
+        # Mean entropy per sampled action in the last finished update (None: none sampled).
+        self.last_policy_entropy: float | None = None
 
     def _reset_accumulators(self) -> None:
         self._update_valid = True
@@ -326,7 +328,7 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         return entropies if self.cfg.ent_coef != 0.0 else entropies.detach()
 
     def record_policy_entropy(self, entropies: torch.Tensor) -> None:
-        """Add sampled action-distribution entropies to ``policy_entropy`` (their mean)."""
+        """Add sampled action-distribution entropies to :attr:`last_policy_entropy` (a mean)."""
         self._sampled_entropy_total = self._sampled_entropy_total + entropies.detach().sum()
         self._sampled_entropy_count += entropies.numel()
 
@@ -342,9 +344,10 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
             "skipped_excessive_gradient": float(excessive),
             "learning_rate": self.current_learning_rate(),
         }
-        if self._sampled_entropy_count:
-            count = self._sampled_entropy_count
-            metrics["policy_entropy"] = float(self._sampled_entropy_total) / count
+        count = self._sampled_entropy_count
+        self.last_policy_entropy = (
+            float(self._sampled_entropy_total) / count if count else None
+        )  # outside the metrics, which keep the reference's keys
         if self._action_gradient_stats:
             merged = BatchedGradientNormStats.merge(self._action_gradient_stats)
             metrics.update(merged.metrics())

@@ -9,7 +9,6 @@ metrics, TensorBoard scalars and checkpoints equal an uninterrupted run's.
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from pathgrad.progress import ProgressReporter
 from pathgrad.run import (
     CONFIG_FILE,
     CURVE_FILE,
-    LOCK_FILE,
     METRICS_FILE,
     MetricsLog,
     RunLock,
@@ -50,13 +48,10 @@ def command_train(args: argparse.Namespace) -> int:
         overrides.insert(0, config_path)  # the first override, not a file
         config_path = None
     config = load_config(config_path, overrides)
+    objects = build_run(config, Path("<run directory>"))  # may fail: nothing is written yet
     run_dir = create_run_dir(config)
+    objects.trainer.cfg.checkpoint_dir = str(run_dir / "checkpoints")
     with RunLock(run_dir):
-        try:
-            objects = build_run(config, run_dir)
-        except BaseException:
-            _discard_empty_run_dir(run_dir)
-            raise
         write_config(run_dir, config)
         return _run_training(config, run_dir, objects, resume=False, quiet=args.quiet)
 
@@ -138,13 +133,6 @@ def _check_new_budget(args: argparse.Namespace, saved: RunConfig, trainer: Any) 
                 f"{option} {value} is below the {done:,} {unit} this run has done; "
                 f"give at least {done}."
             )
-
-
-def _discard_empty_run_dir(run_dir: Path) -> None:
-    """Remove a run directory that holds nothing but its lock (a run that never started)."""
-    with contextlib.suppress(OSError):
-        (run_dir / LOCK_FILE).unlink(missing_ok=True)
-        run_dir.rmdir()
 
 
 def _budget(config: RunConfig) -> dict[str, int]:
