@@ -248,3 +248,20 @@ def test_ctrl_c_at_any_moment_of_start_up_exits_cleanly(tmp_path, delay):
             "resume", str(run_dir), "--total-updates", str(done + 1), "--quiet", cwd=tmp_path
         )
         assert result.returncode == 0, result.stderr
+
+
+def test_the_outcome_names_a_stale_evaluation_as_the_last_one(capsys, tmp_path):
+    from types import SimpleNamespace
+
+    from pathgrad.commands.training import _print_outcome
+
+    trainer = SimpleNamespace(
+        global_step=4096,
+        num_updates=8,
+        last_eval_metrics={"global_step": 2048.0, "eval/avg_reward": -3.0},
+    )
+    _print_outcome(trainer, "terminated", tmp_path, "final.pt", None, False)
+    assert "last evaluation at step 2,048: return -3" in capsys.readouterr().out
+    trainer.last_eval_metrics["global_step"] = 4096.0
+    _print_outcome(trainer, "completed", tmp_path, "final.pt", None, False)
+    assert "final evaluation at step 4,096" in capsys.readouterr().out

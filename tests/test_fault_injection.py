@@ -134,6 +134,7 @@ FAULTS = [
     ("kill_after_replace", 4, -9),
     ("kill_in_eval", 2, -9),
     ("sigterm_in_eval", 1, 143),  # the evaluation is lost and done again after resume
+    ("sigterm_in_eval", 4, 143),  # the final evaluation
     ("sigint_in_update", 5, 130),  # the update is recorded, its post-update work pending
     ("kill_in_final_save", 1, -9),  # after the final evaluation, before the final checkpoint
 ]
