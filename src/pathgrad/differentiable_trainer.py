@@ -219,7 +219,11 @@ class DifferentiableTrainer(EvaluationMixin):
                 raise
             self.global_step += collected_steps * self.env.num_envs
             self.num_updates += 1
-            self._record_update(metrics)
+            try:
+                self._record_update(metrics)
+            except BaseException:
+                self.interrupts.abandon()
+                raise
             self.interrupts.open()
             self._evaluate_and_save()
         self._final_evaluation()
