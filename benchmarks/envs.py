@@ -58,10 +58,14 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, nargs="+", default=[64, 1024])
     parser.add_argument("--windows", type=int, default=20, help="windows per measurement")
     parser.add_argument("--envs", nargs="+", default=None, help="env names (default: all)")
+    parser.add_argument(
+        "--module", action="append", default=[], help="import a module that registers envs"
+    )
     parser.add_argument("--quick", action="store_true", help="one small batch, two windows")
     args = parser.parse_args()
     if args.quick:
         args.num_envs, args.windows = [8], 2
+    pathgrad.env.import_env_modules(args.module)  # envs of installed plugins are known anyway
     names = args.envs or pathgrad.get_registered_learning_env_names()
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, CPU; "

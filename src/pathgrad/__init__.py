@@ -65,8 +65,13 @@ __all__ = sorted(_MODULE_OF)
 
 def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pathgrad' has no attribute '{name}'")
+    if module is None:  # a submodule, e.g. ``pathgrad.envs`` after a bare ``import pathgrad``
+        try:
+            return importlib.import_module(f"pathgrad.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"pathgrad.{name}":
+                raise
+            raise AttributeError(f"module 'pathgrad' has no attribute '{name}'") from None
     importlib.import_module("pathgrad.envs")  # the built-in envs are registered with any name
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

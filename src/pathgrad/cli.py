@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     plot.set_defaults(handler=command_plot)
 
     listing = commands.add_parser("envs", help="list the registered environments")
+    listing.add_argument(
+        "--module", action="append", default=[], help="import a module that registers envs first"
+    )
     listing.set_defaults(handler=command_envs)
 
     export = commands.add_parser("export", help="TorchScript of a checkpoint's policy")

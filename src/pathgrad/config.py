@@ -34,7 +34,11 @@ from pydantic import (
 from pathgrad.algo.registry import ALGORITHMS, get_algorithm
 from pathgrad.config_sources import ConfigError, merge_layers, read_yaml
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
-from pathgrad.env import get_learning_env_factory, get_registered_learning_env_names
+from pathgrad.env import (
+    get_learning_env_factory,
+    get_registered_learning_env_names,
+    import_env_modules,
+)
 from pathgrad.policies import ACTIVATIONS
 
 __all__ = [
@@ -97,6 +101,9 @@ class EnvSection(Section):
     """Which env to train on, how many copies, where."""
 
     name: str = Field("PointMass", description="registered env name (`pathgrad envs`)")
+    module: str | list[str] | None = Field(
+        None, description="module(s) to import first: they register envs defined outside pathgrad"
+    )
     num_envs: PositiveInt = Field(64, description="parallel training envs")
     device: str = Field("cpu", description="torch device of envs and networks")
     dtype: Literal["float32", "float64"] = Field("float32", description="env and network dtype")
@@ -416,6 +423,12 @@ def env_kwargs(config: RunConfig) -> dict[str, Any]:
         ConfigError: For an unknown env, an unknown argument or a wrong type.
     """
     try:
+        import_env_modules(config.env.module)
+    except Exception as error:  # noqa: BLE001 - any failing import is a config error
+        raise ConfigError(
+            f"env.module: cannot import {config.env.module!r}: {type(error).__name__}: {error}"
+        ) from error
+    try:
         factory = get_learning_env_factory(config.env.name)
     except ValueError as error:
         names = get_registered_learning_env_names()
@@ -445,4 +458,20 @@ def env_kwargs(config: RunConfig) -> dict[str, Any]:
         model.model_validate(config.env.cfg)
     except ValidationError as error:
         raise ConfigError(_validation_message(error, model, "env.cfg")) from error
+    _check_capabilities(config, factory)
     return dict(config.env.cfg)
+
+
+def _check_capabilities(config: RunConfig, factory: Any) -> None:
+    """What the env declares it supports (``supported_dtypes``, ``supports_torch_compile``)."""
+    dtypes = getattr(factory, "supported_dtypes", None)
+    if dtypes is not None and config.env.dtype not in dtypes:
+        raise ConfigError(
+            f"env.dtype: {config.env.name} computes in {' or '.join(dtypes)}, "
+            f"not {config.env.dtype}."
+        )
+    if config.trainer.torch_compile and getattr(factory, "supports_torch_compile", True) is False:
+        raise ConfigError(
+            f"trainer.torch_compile: {config.env.name} cannot be compiled (its step runs "
+            "outside PyTorch); set trainer.torch_compile=false."
+        )

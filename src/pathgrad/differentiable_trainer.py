@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pathgrad.algo import APG
+from pathgrad.budgets import planned_updates
 from pathgrad.checkpoint import _load, _save, latest_checkpoint
 from pathgrad.collector import (
     DifferentiableCollector,
@@ -32,7 +33,6 @@ from pathgrad.rollout_checkpointing import checkpointed_complete_returns, suppor
 from pathgrad.scalar_logging import ScalarSinks, train_scalars
 from pathgrad.trainer_config import DifferentiableTrainerCfg
 from pathgrad.trainer_evaluation import EvaluationMixin
-from pathgrad.utils import scheduler_needs_horizon
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -76,6 +76,11 @@ class DifferentiableTrainer(EvaluationMixin):
             raise ValueError(
                 f"{type(algorithm).__name__} supports rollout_mode {list(modes)}, "
                 f"not '{cfg.rollout_mode}'."
+            )
+        if cfg.torch_compile and getattr(env, "supports_torch_compile", True) is False:
+            raise ValueError(
+                f"torch_compile: {type(env).__name__} cannot be compiled "
+                "(supports_torch_compile is False)."
             )
         if cfg.gradient_checkpointing and not supports_checkpointing(env):
             raise ValueError(
@@ -189,7 +194,7 @@ class DifferentiableTrainer(EvaluationMixin):
             raise ValueError("total_timesteps cannot be negative.")
         if total_updates is not None and total_updates < 0:
             raise ValueError("total_updates cannot be negative.")
-        estimated_updates, remaining_updates = self._planned_updates(total_timesteps, total_updates)
+        estimated_updates, remaining_updates = planned_updates(self, total_timesteps, total_updates)
         self.algorithm._prepare_schedule(estimated_updates, remaining_updates)
         self.start_time = time.time()
         self._start_step = self.global_step
@@ -237,31 +242,6 @@ class DifferentiableTrainer(EvaluationMixin):
         checkpoint write, so the run stays exactly resumable.
         """
         self.interrupts.request(exception)
-
-    def _planned_updates(
-        self, total_timesteps: int | None, total_updates: int | None
-    ) -> tuple[int, int]:
-        """Updates of the whole run and of this call, for the LR schedule."""
-        if total_updates is not None:
-            return total_updates, max(0, total_updates - self.num_updates)
-        assert total_timesteps is not None
-        pending = self.global_step < total_timesteps
-        if self.cfg.rollout_mode == "complete" and isinstance(
-            self.env, ScheduledDifferentiableVecEnv
-        ):
-            if pending and scheduler_needs_horizon(self.algorithm._lr_scheduler_cfg):
-                raise ValueError(
-                    "Variable-horizon APG requires total_updates or an explicit scheduler horizon."
-                )
-            # Env-provided horizons are known only when collecting: the explicit
-            # LR horizon is checked before each update instead.
-            return int(pending), int(pending)
-        steps_per_update = self.update_horizon * self.env.num_envs
-        if self.cfg.rollout_mode == "complete":
-            steps_per_update *= self.cfg.gradient_accumulation_steps
-        estimated = math.ceil(total_timesteps / steps_per_update)
-        remaining = math.ceil(max(0, total_timesteps - self.global_step) / steps_per_update)
-        return estimated, remaining
 
     def _segmented_update(self, update_steps: int) -> tuple[int, dict[str, float]]:
         """One TBPTT update: segments of ``segment_length`` steps, one optimizer step."""

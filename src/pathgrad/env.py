@@ -33,7 +33,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable, Mapping
+import importlib.metadata
+import types
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -46,6 +49,7 @@ __all__ = [
     "build_learning_env",
     "get_learning_env_factory",
     "get_registered_learning_env_names",
+    "import_env_modules",
     "register_learning_env",
 ]
 
@@ -132,9 +136,45 @@ def register_learning_env(
     return decorator if factory is None else decorator(factory)
 
 
+ENTRY_POINT_GROUP = "pathgrad.envs"
+_plugins_loaded = False
+
+
 def _register_builtin_envs() -> None:
-    """Import the built-in envs (they register themselves); a no-op after the first call."""
+    """Register the built-in envs and those of installed packages (once).
+
+    A package makes its envs known through the ``pathgrad.envs`` entry-point
+    group: an entry point naming a module is imported (its envs register
+    themselves); one naming a factory (an env class or function) is
+    registered under the entry point's name. A plugin that fails to load is
+    skipped with a warning.
+    """
+    global _plugins_loaded
     importlib.import_module("pathgrad.envs")
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            target = entry_point.load()
+            if not isinstance(target, types.ModuleType):
+                register_learning_env(entry_point.name, target)
+        except Exception as error:  # noqa: BLE001 - a broken plugin must not stop pathgrad
+            warnings.warn(
+                f"pathgrad: the env plugin '{entry_point.name} = {entry_point.value}' "
+                f"failed to load: {type(error).__name__}: {error}",
+                stacklevel=2,
+            )
+
+
+def import_env_modules(modules: str | Sequence[str] | None) -> None:
+    """Import the modules that register envs (the config key ``env.module``).
+
+    Raises:
+        ImportError: Or any error the module raises while it is imported.
+    """
+    for name in [modules] if isinstance(modules, str) else list(modules or ()):
+        importlib.import_module(name)
 
 
 def get_registered_learning_env_names() -> list[str]:

@@ -13,7 +13,11 @@ from pathgrad.atomic_files import atomic_write
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
 from pathgrad.commands import UsageError
 from pathgrad.config import ConfigError, RunConfig, device_problem, validate_config
-from pathgrad.env import build_learning_env, get_registered_learning_env_names
+from pathgrad.env import (
+    build_learning_env,
+    get_registered_learning_env_names,
+    import_env_modules,
+)
 from pathgrad.evaluation import evaluate_episodes
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.run import build_env, build_policy
@@ -186,9 +190,17 @@ def _free_name(path: Path) -> Path:
 
 
 def command_envs(args: argparse.Namespace) -> int:
-    """``pathgrad envs``: registered envs with their sizes and episode length."""
+    """``pathgrad envs [--module M]``: registered envs with their sizes and episode length.
+
+    Envs of installed packages (entry points ``pathgrad.envs``) are listed too.
+    """
     from rich.console import Console
     from rich.table import Table
+
+    try:
+        import_env_modules(args.module)
+    except Exception as error:  # noqa: BLE001 - any failing import is a usage error
+        raise UsageError(f"--module: cannot import {args.module}: {error}") from error
 
     table = Table(title="registered environments")
     for column in ("name", "observation", "action", "episode steps"):

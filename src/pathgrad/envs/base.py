@@ -62,6 +62,9 @@ class BatchedDifferentiableEnv(ABC):
     observation_normalize_mask: list[bool] | None = None
     # Factor applied to the carried state's adjoint at every step (1: exact gradient).
     state_gradient_decay: float = 1.0
+    # What the env supports: the dtypes its physics computes in, and torch.compile.
+    supported_dtypes: tuple[str, ...] = ("float32", "float64")
+    supports_torch_compile: bool = True
 
     def __init__(
         self,

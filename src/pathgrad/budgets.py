@@ -1,0 +1,45 @@
+"""Training budgets: how many updates an env-step or update budget means."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from pathgrad.env import ScheduledDifferentiableVecEnv
+from pathgrad.utils import scheduler_needs_horizon
+
+if TYPE_CHECKING:
+    from pathgrad.differentiable_trainer import DifferentiableTrainer
+
+__all__ = ["planned_updates"]
+
+
+def planned_updates(
+    trainer: DifferentiableTrainer, total_timesteps: int | None, total_updates: int | None
+) -> tuple[int, int]:
+    """Updates of the whole run and of this ``train`` call, for the LR schedule.
+
+    Raises:
+        ValueError: If a variable-horizon run has an env-step budget and an LR
+            schedule whose horizon must come from the budget.
+    """
+    if total_updates is not None:
+        return total_updates, max(0, total_updates - trainer.num_updates)
+    assert total_timesteps is not None
+    pending = trainer.global_step < total_timesteps
+    if trainer.cfg.rollout_mode == "complete" and isinstance(
+        trainer.env, ScheduledDifferentiableVecEnv
+    ):
+        if pending and scheduler_needs_horizon(trainer.algorithm._lr_scheduler_cfg):
+            raise ValueError(
+                "Variable-horizon APG requires total_updates or an explicit scheduler horizon."
+            )
+        # Env-provided horizons are known only when collecting: the explicit
+        # LR horizon is checked before each update instead.
+        return int(pending), int(pending)
+    steps_per_update = trainer.update_horizon * trainer.env.num_envs
+    if trainer.cfg.rollout_mode == "complete":
+        steps_per_update *= trainer.cfg.gradient_accumulation_steps
+    estimated = math.ceil(total_timesteps / steps_per_update)
+    remaining = math.ceil(max(0, total_timesteps - trainer.global_step) / steps_per_update)
+    return estimated, remaining

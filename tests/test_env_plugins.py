@@ -1,0 +1,125 @@
+"""Envs defined outside pathgrad: a config's env.module, the pathgrad.envs entry points,
+and what an env declares it supports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pathgrad.config import ConfigError, load_config
+from pathgrad.env import get_registered_learning_env_names
+
+PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
+
+MODULE = textwrap.dedent(
+    """
+    from pathgrad.env import register_learning_env
+    from pathgrad.envs import PointMass
+
+
+    @register_learning_env("MyPointMass")
+    class MyPointMass(PointMass):
+        '''PointMass under another name, registered from outside pathgrad.'''
+
+
+    @register_learning_env("Float32OnlyMass")
+    class Float32OnlyMass(PointMass):
+        supported_dtypes = ("float32",)
+        supports_torch_compile = False
+    """
+)
+PLUGIN = textwrap.dedent(
+    """
+    from pathgrad.envs import PointMass
+
+
+    class PluginMass(PointMass):
+        '''Registered through the entry point's name.'''
+    """
+)
+
+
+@pytest.fixture
+def user_code(tmp_path, monkeypatch) -> Path:
+    """User modules and an installed plugin on the path; the registry is restored after."""
+    import pathgrad.env
+
+    get_registered_learning_env_names()  # the built-in envs first
+    monkeypatch.setattr(pathgrad.env, "_REGISTRY", dict(pathgrad.env._REGISTRY))
+    monkeypatch.setattr(pathgrad.env, "_DISPLAY_NAMES", dict(pathgrad.env._DISPLAY_NAMES))
+    monkeypatch.setattr(pathgrad.env, "_plugins_loaded", False)
+    for name in ("my_envs", "plugin_envs"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "my_envs.py").write_text(MODULE)
+    (code / "plugin_envs.py").write_text(PLUGIN)
+    info = code / "plugin_pkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-pkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[pathgrad.envs]\nPluginMass = plugin_envs:PluginMass\nBroken = no_such_module:Env\n"
+    )
+    monkeypatch.syspath_prepend(str(code))
+    return code
+
+
+def run(*args: str, cwd: Path, code: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([PATHGRAD, *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_a_config_module_registers_envs_for_train_eval_and_envs(tmp_path, user_code):
+    fast = ["trainer.total_updates=1", "env.num_envs=4", "eval.frequency_steps=0", "--quiet"]
+    result = run("train", "env.module=my_envs", "env.name=MyPointMass", *fast,
+                 cwd=tmp_path, code=user_code)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("my_point_mass-")
+    assert "module: my_envs" in (run_dir / "config.yaml").read_text()
+    assert run("eval", str(run_dir), "--json", cwd=tmp_path, code=user_code).returncode == 0
+    listing = run("envs", "--module", "my_envs", cwd=tmp_path, code=user_code).stdout
+    assert "MyPointMass" in listing and "PluginMass" in listing
+
+
+def test_an_entry_point_registers_an_env_and_a_broken_one_only_warns(user_code):
+    with pytest.warns(UserWarning, match="env plugin 'Broken = no_such_module:Env' failed"):
+        names = get_registered_learning_env_names()
+    assert "PluginMass" in names
+    config = load_config(None, ["env.name=PluginMass"])
+    assert config.trainer.experiment_name == "plugin_mass"
+
+
+def test_a_module_that_cannot_be_imported_is_a_config_error(tmp_path, user_code):
+    with pytest.raises(ConfigError, match="env.module: cannot import 'nowhere_envs'"):
+        load_config(None, ["env.module=nowhere_envs"])
+    result = run("train", "env.module=nowhere_envs", cwd=tmp_path, code=user_code)
+    assert result.returncode == 2 and "env.module: cannot import" in result.stderr
+    assert list(tmp_path.iterdir()) == [user_code]
+
+
+def test_what_an_env_supports_is_honoured(user_code):
+    base = ["env.module=my_envs", "env.name=Float32OnlyMass"]
+    with pytest.raises(ConfigError, match="env.dtype: Float32OnlyMass computes in float32"):
+        load_config(None, [*base, "env.dtype=float64"])
+    with pytest.raises(ConfigError, match="trainer.torch_compile: Float32OnlyMass cannot be"):
+        load_config(None, [*base, "trainer.torch_compile=true"])
+    from my_envs import Float32OnlyMass
+
+    from helpers import LinearPolicy
+    from pathgrad.algo import APG, APGCfg
+    from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+
+    policy = LinearPolicy()
+    with pytest.raises(ValueError, match="torch_compile: Float32OnlyMass cannot be compiled"):
+        DifferentiableTrainer(
+            DifferentiableTrainerCfg(torch_compile=True),
+            Float32OnlyMass(2),
+            policy,
+            APG(APGCfg(), policy),
+        )
