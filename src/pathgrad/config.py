@@ -430,6 +430,8 @@ def env_kwargs(config: RunConfig) -> dict[str, Any]:
         ) from error
     try:
         factory = get_learning_env_factory(config.env.name)
+    except ImportError as error:
+        raise ConfigError(f"env.name: {error}") from error
     except ValueError as error:
         names = get_registered_learning_env_names()
         hint = _did_you_mean(config.env.name, names)

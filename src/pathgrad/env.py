@@ -114,12 +114,13 @@ class ScheduledDifferentiableVecEnv(DifferentiableVecEnv, Protocol):
 
 
 def register_learning_env(
-    name: str, factory: LearningEnvFactory | None = None, *, override: bool = False
+    name: str, factory: LearningEnvFactory | str | None = None, *, override: bool = False
 ) -> Any:
     """Register an env factory under ``name`` (case-insensitive).
 
     Works as ``register_learning_env("Name", Factory)`` and as the decorator
-    ``@register_learning_env("Name")``.
+    ``@register_learning_env("Name")``. A factory given as ``"module:attribute"``
+    is imported when the env is first looked up (envs with optional dependencies).
 
     Raises:
         ValueError: If ``name`` is taken and ``override`` is false.
@@ -188,6 +189,7 @@ def get_learning_env_factory(name: str) -> LearningEnvFactory:
 
     Raises:
         ValueError: If ``name`` is not registered.
+        ImportError: If the env needs a package that is not installed.
     """
     key = name.lower()
     if key not in _REGISTRY:
@@ -195,7 +197,15 @@ def get_learning_env_factory(name: str) -> LearningEnvFactory:
     if key not in _REGISTRY:
         available = ", ".join(get_registered_learning_env_names()) or "<none>"
         raise ValueError(f"Learning environment '{name}' is not registered. Available: {available}")
-    return _REGISTRY[key]
+    factory = _REGISTRY[key]
+    if isinstance(factory, str):
+        module, _, attribute = factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attribute)
+        except ImportError as error:
+            raise ImportError(f"{_DISPLAY_NAMES[key]}: {error}") from error
+        _REGISTRY[key] = factory
+    return factory
 
 
 def build_learning_env(

@@ -25,6 +25,7 @@ def check_env_gradients(
     initial_state: dict[str, torch.Tensor] | None = None,
     reset_at_step: int | None = 2,
     reference_env: BatchedDifferentiableEnv | None = None,
+    reference_state: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
     rtol: float = 2e-2,
     **gradcheck_kwargs: Any,
 ) -> bool:
@@ -56,7 +57,9 @@ def check_env_gradients(
         initial_state: Start from this state instead of a seeded reset.
         reset_at_step: Step at which every other row is truncated and reset
             (``None``: no forced reset).
-        reference_env: float64 env with the same state entries, for float32 envs.
+        reference_env: float64 env with the same dynamics, for float32 envs.
+        reference_state: Maps this env's state dict to the reference env's
+            (differentiably), when their entries differ; identity by default.
         rtol: Relative tolerance of the float32 comparisons.
         **gradcheck_kwargs: Passed to ``torch.autograd.gradcheck`` (float64 checks).
 
@@ -88,13 +91,19 @@ def check_env_gradients(
     analytic = _jacobians(rollout, inputs)
     if reference_env is not None:
         check_env_gradients(reference_env, **options, **gradcheck_kwargs)
-        # The twin steps from the same inputs and the same reset draws, in float64.
-        reference, reference_inputs = _rollout(
-            reference_env, **{**options, "initial_state": _as_float64(rollout.start)}
+        # The twin steps from the same inputs and reset draws, in float64 and its own entries.
+        mapping = reference_state or (lambda state: state)
+        reference = _Chain(
+            reference_env,
+            _as_float64(rollout.start),
+            rollout.keys,
+            rollout.elapsed,
+            state_map=lambda state: _as_float64(mapping(state)),
         )
-        reference.fresh = [_as_float64(fresh) for fresh in rollout.fresh]
-        actions = inputs[-1].detach().double().requires_grad_()
-        expected = _jacobians(reference, (*reference_inputs[:-1], actions))
+        reference.fresh = [_as_float64(mapping(fresh)) for fresh in rollout.fresh]
+        expected = _jacobians(
+            reference, tuple(x.detach().double().requires_grad_() for x in inputs)
+        )
         source = "the float64 reference env's Jacobian"
     else:
         expected = _finite_differences(rollout, inputs)
@@ -120,14 +129,21 @@ class _Chain:
     the same auto-resets.
     """
 
-    def __init__(self, env: BatchedDifferentiableEnv, start: dict[str, torch.Tensor],
-                 keys: list[str], elapsed: torch.Tensor) -> None:  # fmt: skip
+    def __init__(
+        self,
+        env: BatchedDifferentiableEnv,
+        start: dict[str, torch.Tensor],
+        keys: list[str],
+        elapsed: torch.Tensor,
+        state_map: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
+    ) -> None:
         self.env, self.start, self.keys, self.elapsed = env, start, keys, elapsed
+        self.state_map = state_map or (lambda state: state)
         self.fresh: list[dict[str, torch.Tensor]] = []
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         env = self.env
-        env.state = {**self.start, **dict(zip(self.keys, inputs[:-1], strict=True))}
+        env.state = self.state_map({**self.start, **dict(zip(self.keys, inputs[:-1], strict=True))})
         env.elapsed_steps = self.elapsed.clone()
         record = not self.fresh
         outputs: list[torch.Tensor] = []

@@ -15,6 +15,7 @@ from pathgrad.commands import UsageError
 from pathgrad.config import ConfigError, RunConfig, device_problem, validate_config
 from pathgrad.env import (
     build_learning_env,
+    get_learning_env_factory,
     get_registered_learning_env_names,
     import_env_modules,
 )
@@ -206,12 +207,26 @@ def command_envs(args: argparse.Namespace) -> int:
     for column in ("name", "observation", "action", "episode steps"):
         table.add_column(column, justify="left" if column == "name" else "right")
     for name in get_registered_learning_env_names():
-        env = build_learning_env(name, num_envs=1, device="cpu")
-        table.add_row(
-            name,
-            str(int(env.single_observation_space.shape[-1])),
-            str(int(env.single_action_space.shape[-1])),
-            str(getattr(env, "max_episode_steps", "-")),
-        )
+        table.add_row(name, *_env_sizes(name))
     Console().print(table)
     return 0
+
+
+def _env_sizes(name: str) -> tuple[str, str, str]:
+    """Observation size, action size and episode length, from the class where it says them."""
+    try:
+        factory = get_learning_env_factory(name)
+    except ImportError as error:
+        return "-", "-", f"not installed ({str(error).split(': ', 1)[-1][:60]})"
+    sizes = [getattr(factory, key, None) for key in _SIZE_ATTRIBUTES]
+    if all(isinstance(size, int) for size in sizes):
+        return tuple(str(size) for size in sizes)  # type: ignore[return-value]
+    env = build_learning_env(name, num_envs=1, device="cpu")
+    return (
+        str(int(env.single_observation_space.shape[-1])),
+        str(int(env.single_action_space.shape[-1])),
+        str(getattr(env, "max_episode_steps", "-")),
+    )
+
+
+_SIZE_ATTRIBUTES = ("observation_dim", "action_dim", "default_max_episode_steps")

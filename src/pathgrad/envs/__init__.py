@@ -1,5 +1,6 @@
 """Built-in differentiable environments; importing this package registers them."""
 
+from pathgrad.env import register_learning_env
 from pathgrad.envs.base import BatchedDifferentiableEnv
 from pathgrad.envs.cartpole_swingup import CartPoleSwingUp
 from pathgrad.envs.curriculum import HorizonCurriculum
@@ -26,3 +27,8 @@ __all__ = [
     "to_gymnasium_env",
     "to_sb3",
 ]
+
+# Envs on optional engines: imported when first used (pip install 'pathgrad[newton]').
+register_learning_env(
+    "NewtonCartPoleSwingUp", "pathgrad.envs.newton.cartpole:NewtonCartPoleSwingUp"
+)

@@ -1,0 +1,204 @@
+"""``NewtonEnv``: a batched pathgrad env whose physics is a Newton model.
+
+The env state is torch tensors (``joint_q`` ``[N, coordinates]``,
+``joint_qd`` ``[N, dofs]`` and any task entries), so auto-reset,
+``final_observation``, seeding, exact ``state_dict`` and checkpoints work as
+for the built-in envs. A subclass gives the model (:meth:`build_world`, or a
+``model_file`` MJCF/URDF) and writes in torch only the initial-state
+distribution, reward, observation, termination, metrics and optional extra
+joint forces (only the reward is required: the initial state defaults to the
+model's pose and the observation to ``joint_q`` and ``joint_qd``). One env step
+is one autograd function through :class:`~pathgrad.envs.newton.bridge.NewtonSimulation`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import newton
+import numpy as np
+import torch
+
+from pathgrad.envs.base import BatchedDifferentiableEnv, State
+from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep
+
+__all__ = ["NewtonEnv"]
+
+
+class NewtonEnv(BatchedDifferentiableEnv):
+    """One Newton world per env row, stepped through the autograd bridge (float32).
+
+    Args:
+        num_envs: Number of worlds.
+        device: Torch device; Warp runs on the same one.
+        model_file: MJCF (``.xml``) or URDF (``.urdf``) of one world (instead of
+            overriding :meth:`build_world`).
+        solver: ``featherstone`` (reduced coordinates).
+        substeps: Solver steps per env step.
+        dt: Duration of one env step (s).
+        actuated_joints: Labels (or label suffixes) of the joints the action
+            drives, in action order; all joint DOFs that are not free joints by default.
+        action_scale: Generalized force (N or N m) per unit action, a scalar or
+            one per actuated DOF.
+        contacts: Detect contacts (ground plane, self-collision) every substep.
+        solver_options: Keyword arguments of the solver.
+        **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
+
+    Raises:
+        FileNotFoundError: If ``model_file`` does not exist.
+        ValueError: For a malformed model file, an unknown actuated joint, a
+            bad solver setting or a dtype other than float32.
+    """
+
+    supported_dtypes = ("float32",)
+    supports_torch_compile = False
+    default_model_file: str | None = None
+    gravity = (0.0, 0.0, -9.81)
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device | str = "cpu",
+        *,
+        model_file: str | Path | None = None,
+        solver: str = "featherstone",
+        substeps: int = 1,
+        dt: float = 1.0 / 60.0,
+        actuated_joints: Sequence[str] | None = None,
+        action_scale: float | Sequence[float] = 1.0,
+        contacts: bool = False,
+        solver_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if str(kwargs.get("dtype", "float32")).removeprefix("torch.") != "float32":
+            raise ValueError(
+                f"{type(self).__name__} computes in float32 (Newton); dtype "
+                f"{kwargs['dtype']!r} is not available."
+            )
+        if int(num_envs) <= 0:
+            raise ValueError(f"num_envs must be positive, got {num_envs}.")
+        self.model_file = model_file if model_file is not None else self.default_model_file
+        world = newton.ModelBuilder(gravity=self.gravity)
+        self.build_world(world)
+        if world.joint_count == 0:
+            raise ValueError(f"{type(self).__name__}: the model has no joints.")
+        builder = newton.ModelBuilder(gravity=self.gravity)
+        builder.replicate(world, int(num_envs))
+        if contacts:
+            builder.add_ground_plane(cfg=self.ground_config())
+        model = builder.finalize(device=str(torch.device(device)), requires_grad=True)
+        self.simulation = NewtonSimulation(
+            model,
+            solver=solver,
+            substeps=substeps,
+            dt=dt,
+            contacts=contacts,
+            solver_options=solver_options,
+        )
+        self.dt = float(dt)
+        self.coordinates = world.joint_coord_count
+        self.dofs = world.joint_dof_count
+        self.joint_labels = list(world.joint_label)
+        self.actuated_dofs = self._actuated_dofs(world, actuated_joints)
+        self.action_dim = len(self.actuated_dofs)
+        scale = np.broadcast_to(np.asarray(action_scale, dtype=np.float32), (self.action_dim,))
+        self.action_scale = torch.tensor(scale.copy(), device=torch.device(device))
+        self.default_joint_q = torch.tensor(world.joint_q, dtype=torch.float32, device=device)
+        self.default_joint_qd = torch.tensor(world.joint_qd, dtype=torch.float32, device=device)
+        if not isinstance(getattr(type(self), "observation_dim", None), int):
+            self.observation_dim = self.coordinates + self.dofs  # the default observation
+        super().__init__(num_envs, device, **kwargs)
+
+    # Model ---------------------------------------------------------------------------
+
+    def build_world(self, builder: Any) -> None:
+        """Add one world's bodies and joints to ``builder`` (default: load ``model_file``)."""
+        if self.model_file is None:
+            raise ValueError(f"{type(self).__name__} needs a model_file or a build_world().")
+        path = Path(self.model_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"model_file '{path}' does not exist.")
+        loaders = {".xml": builder.add_mjcf, ".mjcf": builder.add_mjcf, ".urdf": builder.add_urdf}
+        loader = loaders.get(path.suffix.lower())
+        if loader is None:
+            raise ValueError(f"model_file '{path}' must be an MJCF (.xml) or URDF (.urdf) file.")
+        try:
+            loader(str(path), **self.model_file_options())
+        except Exception as error:  # noqa: BLE001 - a parser error of any kind is bad input
+            raise ValueError(f"cannot load model_file '{path}': {error}") from error
+
+    def model_file_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``add_mjcf``/``add_urdf`` for ``model_file``."""
+        return {}
+
+    def ground_config(self) -> Any:
+        """Contact settings of the ground plane (``newton.ModelBuilder.ShapeConfig``)."""
+        return None
+
+    def _actuated_dofs(self, world: Any, joints: Sequence[str] | None) -> list[int]:
+        starts, dims = list(world.joint_qd_start), list(world.joint_dof_dim)
+        free = {int(newton.JointType.FREE), int(newton.JointType.DISTANCE)}
+        if joints is None:
+            return [
+                starts[j] + k
+                for j, joint_type in enumerate(world.joint_type)
+                if int(joint_type) not in free
+                for k in range(sum(dims[j]))
+            ]
+        dofs = []
+        for name in joints:
+            matches = [
+                j
+                for j, label in enumerate(self.joint_labels)
+                if label == name or label.rsplit("/", 1)[-1] == name
+            ]
+            if len(matches) != 1:
+                known = ", ".join(label.rsplit("/", 1)[-1] for label in self.joint_labels)
+                raise ValueError(
+                    f"actuated joint '{name}' {'is ambiguous' if matches else 'does not exist'}; "
+                    f"joints: {known}."
+                )
+            dofs += [starts[matches[0]] + k for k in range(sum(dims[matches[0]]))]
+        return dofs
+
+    # Task defaults: the model's pose, joint coordinates and velocities -------------------
+
+    def _sample_initial_state(self, num: int) -> State:
+        """The model's default joint coordinates and velocities in every row."""
+        return {
+            "joint_q": self.default_joint_q.expand(num, -1).clone(),
+            "joint_qd": self.default_joint_qd.expand(num, -1).clone(),
+        }
+
+    def _observe(self, state: State) -> torch.Tensor:
+        """``joint_q`` and ``joint_qd`` side by side."""
+        return torch.cat([state["joint_q"], state["joint_qd"]], dim=-1)
+
+    # Physics -------------------------------------------------------------------------
+
+    def extra_joint_forces(self, state: State) -> torch.Tensor | None:
+        """Generalized forces ``[N, dofs]`` computed in torch (differentiable), or ``None``."""
+        return None
+
+    def joint_forces(self, state: State, action: torch.Tensor) -> torch.Tensor:
+        """Generalized forces of the step: scaled actions on the actuated DOFs plus extras."""
+        forces = torch.zeros(
+            (self.num_envs, self.dofs), dtype=action.dtype, device=action.device
+        ).index_add(1, self._actuated_index(), action * self.action_scale)
+        extra = self.extra_joint_forces(state)
+        return forces if extra is None else forces + extra
+
+    def _actuated_index(self) -> torch.Tensor:
+        return torch.as_tensor(self.actuated_dofs, device=self.device)
+
+    def _dynamics(self, state: State, action: torch.Tensor) -> State:
+        joint_q, joint_qd = NewtonStep.apply(
+            self.simulation, state["joint_q"], state["joint_qd"], self.joint_forces(state, action)
+        )
+        return {**state, "joint_q": joint_q, "joint_qd": joint_qd}
+
+    def compile_step(self, **compile_kwargs: Any) -> None:
+        """Refused: the step runs in Warp, outside PyTorch (``supports_torch_compile``)."""
+        raise ValueError(f"{type(self).__name__} cannot be compiled: its step runs in Warp.")

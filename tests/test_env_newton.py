@@ -1,0 +1,191 @@
+"""Newton backend: NewtonCartPoleSwingUp against the torch CartPoleSwingUp, gradients
+through the autograd bridge, the shared-solver trap, bad input, training and resume."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
+
+from helpers import learning_state  # noqa: E402
+from pathgrad.config import ConfigError, load_config  # noqa: E402
+from pathgrad.envs import CartPoleSwingUp  # noqa: E402
+from pathgrad.envs.newton import NewtonCartPoleSwingUp, NewtonEnv, NewtonStep  # noqa: E402
+from pathgrad.run import build_run  # noqa: E402
+from pathgrad.testing import check_env_gradients  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
+
+
+def test_the_trajectory_equals_the_torch_envs_up_to_float32_rounding():
+    env = NewtonCartPoleSwingUp(4, seed=3, max_episode_steps=40)
+    twin = CartPoleSwingUp(4, seed=3, max_episode_steps=40)
+    observation, _ = env.reset(seed=5)
+    assert torch.equal(observation, twin.reset(seed=5)[0])  # the same initial-state draws
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(100):  # through two auto-resets
+        action = torch.randn(4, 1, generator=generator)
+        ours, theirs = env.step(action), twin.step(action)
+        for got, want in zip(ours[:4], theirs[:4], strict=True):
+            assert torch.allclose(got.float(), want.float(), atol=2e-4)
+        assert torch.allclose(
+            ours[4]["final_observation"], theirs[4]["final_observation"], atol=2e-4
+        )
+
+
+def test_gradients_agree_with_the_torch_envs_exact_jacobian_and_finite_differences():
+    env = NewtonCartPoleSwingUp(4, seed=3, max_episode_steps=6)
+    twin = CartPoleSwingUp(4, dtype="float64", max_episode_steps=6)
+    assert check_env_gradients(
+        env, 6, reference_env=twin, reference_state=env._torch_state, rtol=1e-3
+    )
+    assert check_env_gradients(NewtonCartPoleSwingUp(2, substeps=4, max_episode_steps=5), 5)
+
+
+def test_one_tape_over_shared_solver_substeps_is_wrong_and_the_bridge_is_not():
+    """NVIDIA/warp#260: Featherstone keeps per-step buffers on the solver object."""
+    import warp as wp
+
+    env = NewtonCartPoleSwingUp(1, substeps=8, dt=0.08)
+    simulation, model = env.simulation, env.simulation.model
+    q = np.array([0.0, math.pi - 1.0], np.float32)
+    qd = np.array([1.0, 4.0], np.float32)
+    force = np.array([5.0, 0.0], np.float32)
+
+    def outputs_sum(cart_force: float) -> float:
+        forces = torch.tensor([[cart_force, 0.0]])
+        out_q, out_qd, _ = simulation.forward(
+            torch.from_numpy(q)[None], torch.from_numpy(qd)[None], forces
+        )
+        return float(out_q.double().sum() + out_qd.double().sum())
+
+    eps = 1e-2
+    reference = (outputs_sum(force[0] + eps) - outputs_sum(force[0] - eps)) / (2 * eps)
+
+    states = [model.state(requires_grad=True) for _ in range(simulation.substeps + 1)]
+    control = model.control(requires_grad=True)
+    states[0].joint_q.assign(q)
+    states[0].joint_qd.assign(qd)
+    control.joint_f.assign(force)
+    tape = wp.Tape()
+    with tape:  # the trap: one tape, one solver, several substeps
+        for k in range(simulation.substeps):
+            simulation.solver.step(states[k], states[k + 1], control, None, simulation.substep_dt)
+    ones = wp.array(np.ones(2, np.float32))
+    tape.backward(grads={states[-1].joint_q: ones, states[-1].joint_qd: wp.clone(ones)})
+    naive = float(control.joint_f.grad.numpy()[0])
+
+    forces = torch.from_numpy(force)[None].requires_grad_()
+    out_q, out_qd = NewtonStep.apply(
+        simulation, torch.from_numpy(q)[None], torch.from_numpy(qd)[None], forces
+    )
+    (out_q.sum() + out_qd.sum()).backward()
+    bridge = float(forces.grad[0, 0])
+    assert abs(naive - reference) > 0.05 * abs(reference)  # the trap is real (about 10%)
+    assert bridge == pytest.approx(reference, rel=2e-3)
+
+
+class Swing(NewtonEnv):
+    """A user's env in a few lines: a model file and a reward."""
+
+    def _reward(self, state, action, next_state):
+        return -next_state["joint_q"].square().sum(-1)
+
+
+def test_bad_input_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model_file '.*nowhere.xml' does not exist"):
+        Swing(1, model_file=tmp_path / "nowhere.xml")
+    broken = tmp_path / "broken.xml"
+    broken.write_text("<mujoco><worldbody><body>")
+    with pytest.raises(ValueError, match="cannot load model_file"):
+        Swing(1, model_file=broken)
+    with pytest.raises(ValueError, match="must be an MJCF"):
+        Swing(1, model_file=Path(__file__))
+    arm = tmp_path / "arm.xml"
+    arm.write_text(ARM)
+    with pytest.raises(ValueError, match="actuated joint 'elbow' does not exist; joints: shoulder"):
+        Swing(1, model_file=arm, actuated_joints=["elbow"])
+    with pytest.raises(ValueError, match="computes in float32"):
+        NewtonCartPoleSwingUp(1, dtype="float64")
+    with pytest.raises(ValueError, match=r"action must have shape \(2, 1\)"):
+        NewtonCartPoleSwingUp(2).step(torch.zeros(2, 3))
+    with pytest.raises(ConfigError, match="env.dtype: NewtonCartPoleSwingUp computes in float32"):
+        load_config(ROOT / "configs" / "newton_cartpole_swingup.yaml", ["env.dtype=float64"])
+    with pytest.raises(ConfigError, match="trainer.torch_compile: NewtonCartPoleSwingUp cannot"):
+        load_config(
+            ROOT / "configs" / "newton_cartpole_swingup.yaml", ["trainer.torch_compile=true"]
+        )
+
+
+ARM = """<mujoco>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.05"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_without_newton_the_error_names_the_extra(tmp_path):
+    shadow = tmp_path / "shadow" / "newton"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named newton')\n")
+    env = {**os.environ, "PYTHONPATH": str(shadow.parent), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [PATHGRAD, "train", "env.name=NewtonCartPoleSwingUp", "--quiet"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'pathgrad[newton]'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_training_resumes_exactly(tmp_path):
+    overrides = [
+        "env.num_envs=4",
+        "trainer.segment_length=8",
+        "eval.frequency_steps=0",
+        "policy.hidden_sizes=[8]",
+        "algorithm.cfg.lr_scheduler.kwargs.total_iters=40",  # the same LR curve for both runs
+    ]
+    config = load_config(ROOT / "configs" / "newton_cartpole_swingup.yaml", overrides)
+    straight = build_run(config, tmp_path / "a").trainer
+    straight.train(total_updates=4)
+    first = build_run(config, tmp_path / "b").trainer
+    first.train(total_updates=2)
+    path = first.save_checkpoint()
+    second = build_run(config, tmp_path / "c").trainer
+    second.load_checkpoint(path)
+    second.train(total_updates=4)
+    for name, value in learning_state(straight).items():
+        assert torch.equal(value, learning_state(second)[name]), name
+    assert torch.equal(straight.env.state["joint_q"], second.env.state["joint_q"])
+
+
+def test_the_command_line_trains_evaluates_and_exports_a_newton_env(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    config = str(ROOT / "configs" / "newton_cartpole_swingup.yaml")
+    fast = ["trainer.total_updates=2", "env.num_envs=8", "eval.frequency_steps=512"]
+    result = subprocess.run(
+        [PATHGRAD, "train", config, *fast, "eval.num_envs=4", "eval.episodes=4", "--quiet"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("newton_cart_pole_swing_up-")
+    for command in (["eval", str(run_dir), "--json"], ["resume", str(run_dir), "--quiet"]):
+        result = subprocess.run(
+            [PATHGRAD, *command], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
