@@ -241,7 +241,11 @@ def reference_markdown() -> str:
         "",
     ]
     for env_name in get_registered_learning_env_names():
-        factory = get_learning_env_factory(env_name)
+        try:
+            factory = get_learning_env_factory(env_name)
+        except ImportError as error:  # an env of a missing optional extra
+            lines += [f"### {env_name}", "", f"Not installed here: {error}", ""]
+            continue
         where = f"{factory.__module__}.{factory.__qualname__}"
         lines += [
             f"### {env_name}",

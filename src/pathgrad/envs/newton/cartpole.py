@@ -50,7 +50,10 @@ class NewtonCartPoleSwingUp(NewtonEnv):
         wall_sharpness: float = 50.0,
         centre_width: float = 0.5,
         control_cost: float = 0.01,
-        **kwargs: Any,
+        solver_options: dict[str, Any] | None = None,
+        dtype: str | torch.dtype = "float32",
+        max_episode_steps: int | None = None,
+        seed: int | None = None,
     ) -> None:
         # The torch env holds the task (constants, reward, observation, metrics).
         self.task = CartPoleSwingUp(
@@ -69,7 +72,6 @@ class NewtonCartPoleSwingUp(NewtonEnv):
             control_cost=control_cost,
         )
         self.gravity = (0.0, 0.0, -float(gravity))
-        solver_options = {"angular_damping": 0.0, **kwargs.pop("solver_options", {})}
         super().__init__(
             num_envs,
             device,
@@ -77,8 +79,10 @@ class NewtonCartPoleSwingUp(NewtonEnv):
             substeps=substeps,
             actuated_joints=["slider"],
             action_scale=force_mag,
-            solver_options=solver_options,
-            **kwargs,
+            solver_options={"angular_damping": 0.0, **(solver_options or {})},
+            dtype=dtype,
+            max_episode_steps=max_episode_steps,
+            seed=seed,
         )
 
     def build_world(self, builder: Any) -> None:
