@@ -189,3 +189,23 @@ def test_the_command_line_trains_evaluates_and_exports_a_newton_env(tmp_path):
             [PATHGRAD, *command], cwd=tmp_path, env=env, capture_output=True, text=True
         )
         assert result.returncode == 0, result.stderr
+
+
+def test_newton_reacher_fingertip_and_gradients():
+    from pathgrad.envs.newton import NewtonReacher
+
+    env = NewtonReacher(3, seed=0)
+    env.reset(seed=1)
+    for _ in range(5):
+        env.step(torch.randn(3, 2, generator=torch.Generator().manual_seed(2)))
+    joint_q = env.state["joint_q"].detach()
+    model = env.simulation.model
+    state = model.state()
+    state.joint_q.assign(joint_q.reshape(-1).numpy())
+    newton.eval_fk(model, state.joint_q, state.joint_qd, state)
+    poses = state.body_q.numpy().reshape(3, 2, 7)  # forearm: position, quaternion xyzw
+    axis, w = poses[:, 1, 3:6], poses[:, 1, 6:7]
+    tip = np.array([0.5, 0.0, 0.0])
+    rotated = tip + 2 * np.cross(axis, np.cross(axis, tip) + w * tip)
+    assert np.allclose(poses[:, 1, :2] + rotated[:, :2], env.fingertip(joint_q).numpy(), atol=1e-5)
+    assert check_env_gradients(NewtonReacher(2, seed=0, max_episode_steps=5), 5)

@@ -32,3 +32,4 @@ __all__ = [
 register_learning_env(
     "NewtonCartPoleSwingUp", "pathgrad.envs.newton.cartpole:NewtonCartPoleSwingUp"
 )
+register_learning_env("NewtonReacher", "pathgrad.envs.newton.reacher:NewtonReacher")

@@ -19,10 +19,8 @@ try:
     import newton as _newton  # noqa: F401  (initializes Warp)
 except ImportError as _error:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "pathgrad.envs.newton needs Newton and Warp: pip install 'pathgrad[newton]' "
-        f"({_error})."
+        f"pathgrad.envs.newton needs Newton and Warp: pip install 'pathgrad[newton]' ({_error})."
     ) from _error
-
 
 
 def _init_warp_quietly() -> None:
@@ -44,5 +42,6 @@ if _quiet:
 from pathgrad.envs.newton.base import NewtonEnv  # noqa: E402
 from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep  # noqa: E402
 from pathgrad.envs.newton.cartpole import NewtonCartPoleSwingUp  # noqa: E402
+from pathgrad.envs.newton.reacher import NewtonReacher  # noqa: E402
 
-__all__ = ["NewtonCartPoleSwingUp", "NewtonEnv", "NewtonSimulation", "NewtonStep"]
+__all__ = ["NewtonCartPoleSwingUp", "NewtonEnv", "NewtonReacher", "NewtonSimulation", "NewtonStep"]

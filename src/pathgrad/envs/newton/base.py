@@ -54,6 +54,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
 
     supported_dtypes = ("float32",)
     supports_torch_compile = False
+    default_max_episode_steps = 1000
     default_model_file: str | None = None
     gravity = (0.0, 0.0, -9.81)
 
