@@ -103,6 +103,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         self.dofs = world.joint_dof_count
         self.joint_labels = list(world.joint_label)
         self.actuated_dofs = self._actuated_dofs(world, actuated_joints)
+        self._actuated_index = torch.as_tensor(self.actuated_dofs, device=torch.device(device))
         self.action_dim = len(self.actuated_dofs)
         scale = np.broadcast_to(np.asarray(action_scale, dtype=np.float32), (self.action_dim,))
         self.action_scale = torch.tensor(scale.copy(), device=torch.device(device))
@@ -187,12 +188,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
         """Generalized forces of the step: scaled actions on the actuated DOFs plus extras."""
         forces = torch.zeros(
             (self.num_envs, self.dofs), dtype=action.dtype, device=action.device
-        ).index_add(1, self._actuated_index(), action * self.action_scale)
+        ).index_add(1, self._actuated_index, action * self.action_scale)
         extra = self.extra_joint_forces(state)
         return forces if extra is None else forces + extra
-
-    def _actuated_index(self) -> torch.Tensor:
-        return torch.as_tensor(self.actuated_dofs, device=self.device)
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
         joint_q, joint_qd = NewtonStep.apply(
