@@ -230,7 +230,7 @@ def test_runs_are_named_after_the_env_with_user_permissions(tmp_path):
             assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044, path
 
 
-@pytest.mark.parametrize("delay", [0.3, 1.0, 2.5])
+@pytest.mark.parametrize("delay", [0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0, 2.5])
 def test_ctrl_c_at_any_moment_of_start_up_exits_cleanly(tmp_path, delay):
     # As from a terminal: SIGINT delivered (a test runner in the background may ignore it,
     # and an ignored SIGINT is inherited). The first ~20 ms are Python's own start-up.
@@ -251,6 +251,30 @@ def test_ctrl_c_at_any_moment_of_start_up_exits_cleanly(tmp_path, delay):
             "resume", str(run_dir), "--total-updates", str(done + 1), "--quiet", cwd=tmp_path
         )
         assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("signum", "status", "line"), [
+    (signal.SIGINT, 130, "pathgrad: interrupted"), (signal.SIGTERM, 143, "pathgrad: terminated"),
+])  # fmt: skip
+def test_a_signal_during_start_up_ends_the_process_even_where_a_library_would_swallow_it(
+    signum, status, line
+):
+    # torch's NumPy initialisation clears any exception raised while NumPy imports (C code),
+    # so a KeyboardInterrupt raised there was lost and the run trained on. While nothing is
+    # written, a signal ends the process instead of raising.
+    code = (
+        "import os, signal, time\n"
+        "from pathgrad.commands import signals_exit\n"
+        "with signals_exit():\n"
+        "    try:\n"
+        f"        os.kill(os.getpid(), {int(signum)}); time.sleep(5)\n"
+        "    except BaseException:\n"
+        "        pass\n"
+        "print('swallowed')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == status
+    assert result.stdout == "" and result.stderr.strip() == line
 
 
 def test_the_outcome_names_a_stale_evaluation_as_the_last_one(capsys, tmp_path):

@@ -19,7 +19,7 @@ from pathgrad.commands import (
     EXIT_USAGE,
     Terminated,
     UsageError,
-    signals_raise,
+    signals_exit,
 )
 from pathgrad.commands.inspection import (
     command_envs,
@@ -97,7 +97,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``pathgrad`` command; returns the exit status."""
     try:
-        with signals_raise():  # start-up too: a signal never ends in a traceback
+        # Until a command starts writing (it then turns signals into exceptions it
+        # can clean up after), a signal ends the process at once: nothing is lost.
+        with signals_exit():
             parser = _parser()
             args, extra = parser.parse_known_args(argv)
             # Overrides may follow options (`train cfg.yaml --quiet a.b=1`): argparse leaves them.

@@ -17,7 +17,7 @@ from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
 from pathgrad.atomic_files import atomic_write  # noqa: E402
 from pathgrad.run import CONFIG_FILE, read_metrics  # noqa: E402
 
-__all__ = ["learning_curve_figure", "plot_runs", "run_label"]
+__all__ = ["learning_curve_figure", "plot_runs", "run_label", "save_png"]
 
 PANELS = (
     ("eval", "eval/avg_reward", "evaluation return"),
@@ -57,7 +57,15 @@ def plot_runs(run_dirs: Sequence[str | Path], output: str | Path) -> Path:
         ValueError: If a ``metrics.jsonl`` has a malformed line (other than a cut last one).
         OSError: If ``output`` cannot be written.
     """
-    figure = learning_curve_figure(run_dirs)
+    return save_png(learning_curve_figure(run_dirs), output)
+
+
+def save_png(figure: Figure, output: str | Path) -> Path:
+    """Write ``figure`` to ``output`` atomically as a PNG and close it.
+
+    Raises:
+        OSError: If ``output`` cannot be written.
+    """
     try:
         return atomic_write(
             Path(output), lambda handle: figure.savefig(handle, format="png", dpi=110)

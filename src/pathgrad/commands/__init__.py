@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,6 +14,7 @@ __all__ = [
     "EXIT_USAGE",
     "Terminated",
     "UsageError",
+    "signals_exit",
     "signals_ignored",
     "signals_raise",
 ]
@@ -28,6 +30,33 @@ class UsageError(Exception):
 
 class Terminated(BaseException):
     """Raised in the main thread when SIGTERM arrives."""
+
+
+def _exit_now(signum: int, frame: Any) -> None:
+    line, status = (
+        (b"pathgrad: interrupted\n", EXIT_SIGINT)
+        if signum == signal.SIGINT
+        else (b"pathgrad: terminated\n", EXIT_SIGTERM)
+    )
+    os.write(2, line)
+    os._exit(status)
+
+
+@contextlib.contextmanager
+def signals_exit() -> Iterator[None]:
+    """SIGINT/SIGTERM end the process at once inside the block: one line, exit 130 / 143.
+
+    For start-up, while nothing is written. No exception is raised into the
+    code that runs: a library being imported can swallow it in C (torch's NumPy
+    initialisation does, and then trains on) or be left half-imported.
+    """
+    previous_int = signal.signal(signal.SIGINT, _exit_now)
+    previous_term = signal.signal(signal.SIGTERM, _exit_now)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
 
 
 @contextlib.contextmanager

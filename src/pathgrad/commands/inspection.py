@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.action_bounds import action_space_bounds, clamp_action
-from pathgrad.atomic_files import atomic_write
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
-from pathgrad.commands import UsageError
+from pathgrad.commands import UsageError, signals_raise
 from pathgrad.config import ConfigError, RunConfig, device_problem, validate_config
 from pathgrad.env import (
     build_learning_env,
@@ -151,7 +150,8 @@ def command_export(args: argparse.Namespace) -> int:
     observation, _ = env.reset(seed=0)
     try:
         bounds = action_space_bounds(env.single_action_space, "cpu")
-        written = export_policy(policy, normalizer, observation, output, bounds)
+        with signals_raise():  # an interrupted write removes its temporary file
+            written = export_policy(policy, normalizer, observation, output, bounds)
     except OSError as error:
         raise UsageError(f"cannot write '{output}': {error.strerror or error}") from error
     print(f"wrote {written} (torch.jit.load it; input [B, {observation.shape[-1]}] observations)")
@@ -160,9 +160,7 @@ def command_export(args: argparse.Namespace) -> int:
 
 def command_plot(args: argparse.Namespace) -> int:
     """``pathgrad plot RUN_DIR... [-o curves.png]`` (without -o, never overwrites a file)."""
-    import matplotlib.pyplot as plt
-
-    from pathgrad.plotting import learning_curve_figure
+    from pathgrad.plotting import learning_curve_figure, save_png
 
     output = Path(args.output) if args.output else _free_name(Path("curves.png"))
     if output.is_dir():
@@ -172,11 +170,10 @@ def command_plot(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:
         raise UsageError(str(error)) from error
     try:
-        atomic_write(output, lambda handle: figure.savefig(handle, format="png", dpi=110))
+        with signals_raise():  # an interrupted write removes its temporary file
+            save_png(figure, output)
     except OSError as error:
         raise UsageError(f"cannot write '{output}': {error.strerror or error}") from error
-    finally:
-        plt.close(figure)
     print(f"wrote {output}")
     return 0
 

@@ -49,11 +49,14 @@ def command_train(args: argparse.Namespace) -> int:
         config_path = None
     config = load_config(config_path, overrides)
     objects = build_run(config, Path("<run directory>"))  # may fail: nothing is written yet
-    run_dir = create_run_dir(config)
-    objects.trainer.cfg.checkpoint_dir = str(run_dir / "checkpoints")
-    with RunLock(run_dir):
-        write_config(run_dir, config)
-        return _run_training(config, run_dir, objects, resume=False, quiet=args.quiet)
+    trainer = objects.trainer
+    trainer.interrupts.close()  # a signal now waits until it can end with a checkpoint
+    with signals_raise(trainer.request_interrupt):
+        run_dir = create_run_dir(config)
+        trainer.cfg.checkpoint_dir = str(run_dir / "checkpoints")
+        with RunLock(run_dir):
+            write_config(run_dir, config)
+            return _run_training(config, run_dir, objects, resume=False, quiet=args.quiet)
 
 
 def command_resume(args: argparse.Namespace) -> int:
@@ -189,6 +192,7 @@ def _run_training(
     status, code = "failed", 1  # until training returns or a signal stops it
     try:
         with signals_raise(trainer.request_interrupt):
+            trainer.interrupts.close()  # set-up is not split: a signal waits for its end
             wandb_run = _init_wandb(config, run_dir, resume)
             writer = _open_writer(config, run_dir, trainer, resume)
             trainer.writer = writer
@@ -205,6 +209,7 @@ def _run_training(
                 quiet=quiet,
             )
             trainer.callbacks[:] = [metrics, progress]
+            trainer.interrupts.open()  # raises a signal that came during start-up
             trainer.train(**budget)
         status, code = "completed", 0
     except KeyboardInterrupt:
