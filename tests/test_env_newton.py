@@ -114,6 +114,8 @@ def test_bad_input_is_named(tmp_path):
     arm.write_text(ARM)
     with pytest.raises(ValueError, match="actuated joint 'elbow' does not exist; joints: shoulder"):
         Swing(1, model_file=arm, actuated_joints=["elbow"])
+    with pytest.raises(ValueError, match=r"solver must be one of \['featherstone'\]"):
+        Swing(1, model_file=arm, solver="semi_implicit")
     with pytest.raises(ValueError, match="computes in float32"):
         NewtonCartPoleSwingUp(1, dtype="float64")
     with pytest.raises(ValueError, match=r"action must have shape \(2, 1\)"):

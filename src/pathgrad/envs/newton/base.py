@@ -35,7 +35,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         device: Torch device; Warp runs on the same one.
         model_file: MJCF (``.xml``) or URDF (``.urdf``) of one world (instead of
             overriding :meth:`build_world`).
-        solver: ``featherstone`` (reduced coordinates).
+        solver: ``featherstone`` (reduced coordinates; ``semi_implicit`` is not supported yet).
         substeps: Solver steps per env step.
         dt: Duration of one env step (s).
         actuated_joints: Labels (or label suffixes) of the joints the action

@@ -23,7 +23,9 @@ import warp as wp
 
 __all__ = ["SOLVERS", "NewtonSimulation", "NewtonStep"]
 
-SOLVERS = ("featherstone", "semi_implicit")
+# SolverSemiImplicit keeps maximal coordinates (body poses) that joint coordinates do
+# not restore exactly, so its recompute would differ from the forward step: not yet.
+SOLVERS = ("featherstone",)
 
 
 class NewtonSimulation:
@@ -31,7 +33,7 @@ class NewtonSimulation:
 
     Args:
         model: A ``newton.Model`` finalized with ``requires_grad=True``.
-        solver: ``featherstone`` (reduced coordinates, the default) or ``semi_implicit``.
+        solver: ``featherstone`` (reduced coordinates; the only one so far).
         substeps: Solver steps per env step.
         dt: Duration of one env step (s); each substep lasts ``dt / substeps``.
         contacts: Detect contacts before every substep (ground, self-collision).
@@ -55,17 +57,11 @@ class NewtonSimulation:
         if not dt > 0.0:
             raise ValueError(f"dt must be positive, got {dt}.")
         self.model = model
-        self.solver_name = solver
         self.substeps = int(substeps)
         self.substep_dt = float(dt) / self.substeps
         self.uses_contacts = bool(contacts)
         options = dict(solver_options or {})
-        solver_type = (
-            newton.solvers.SolverFeatherstone
-            if solver == "featherstone"
-            else newton.solvers.SolverSemiImplicit
-        )
-        self.solver = solver_type(model, **options)
+        self.solver = newton.solvers.SolverFeatherstone(model, **options)
         self.coordinates = int(model.joint_coord_count)
         self.dofs = int(model.joint_dof_count)
         # Forward: one state per substep boundary. Backward: one reusable pair.
@@ -81,7 +77,7 @@ class NewtonSimulation:
         wp.copy(state.joint_q, wp.from_torch(joint_q.detach().reshape(-1).contiguous()))
         wp.copy(state.joint_qd, wp.from_torch(joint_qd.detach().reshape(-1).contiguous()))
         state.clear_forces()
-        if self.uses_contacts or self.solver_name == "semi_implicit":
+        if self.uses_contacts:  # collision detection reads the body poses
             newton.eval_fk(self.model, state.joint_q, state.joint_qd, state)
 
     def _substep(self, state_in: Any, state_out: Any, control: Any) -> None:
@@ -89,8 +85,6 @@ class NewtonSimulation:
         if self._contacts is not None:
             contacts = self.model.collide(state_in, self._contacts)
         self.solver.step(state_in, state_out, control, contacts, self.substep_dt)
-        if self.solver_name == "semi_implicit":  # maximal coordinates: read the joints back
-            newton.eval_ik(self.model, state_out, state_out.joint_q, state_out.joint_qd)
 
     def forward(
         self, joint_q: torch.Tensor, joint_qd: torch.Tensor, joint_f: torch.Tensor
@@ -162,7 +156,5 @@ class NewtonStep(torch.autograd.Function):
     def backward(ctx: Any, grad_q: torch.Tensor, grad_qd: torch.Tensor) -> tuple[Any, ...]:
         (joint_f,) = ctx.saved_tensors
         q_shape, qd_shape, f_shape = ctx.shapes
-        grad_q = torch.zeros(q_shape) if grad_q is None else grad_q
-        grad_qd = torch.zeros(qd_shape) if grad_qd is None else grad_qd
         gq, gqd, gf = ctx.simulation.backward(ctx.inputs, joint_f, grad_q, grad_qd)
         return None, gq.reshape(q_shape), gqd.reshape(qd_shape), gf.reshape(f_shape)
