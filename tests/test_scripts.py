@@ -116,3 +116,13 @@ def test_baselines_benchmark_quick_mode_covers_every_method(tmp_path):
     for method in ("APG", "SHAC", "PPO", "SAC"):
         assert f"| Pendulum | {method} |" in output
     assert (tmp_path / "out" / "Pendulum.png").is_file()
+
+
+def test_newton_ant_gradient_benchmark_quick_mode_prints_its_tables(tmp_path):
+    pytest.importorskip("newton")
+    output = run_script(
+        str(ROOT / "benchmarks" / "newton_ant_gradients.py"), "--quick", cwd=tmp_path
+    )
+    per_step = output.split("| tuned (damping 30) | ")[1].split(" ")[0]
+    assert float(per_step) < 0.03  # actions: one step through contact agrees
+    assert "| 2 |" in output.split("growth over a window")[1]

@@ -33,3 +33,4 @@ register_learning_env(
     "NewtonCartPoleSwingUp", "pathgrad.envs.newton.cartpole:NewtonCartPoleSwingUp"
 )
 register_learning_env("NewtonReacher", "pathgrad.envs.newton.reacher:NewtonReacher")
+register_learning_env("NewtonAnt", "pathgrad.envs.newton.ant:NewtonAnt")

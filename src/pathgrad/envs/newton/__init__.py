@@ -39,9 +39,17 @@ if _quiet:
     _init_warp_quietly()
     _wp.config.log_level = _wp.LOG_WARNING
 
+from pathgrad.envs.newton.ant import NewtonAnt  # noqa: E402
 from pathgrad.envs.newton.base import NewtonEnv  # noqa: E402
 from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep  # noqa: E402
 from pathgrad.envs.newton.cartpole import NewtonCartPoleSwingUp  # noqa: E402
 from pathgrad.envs.newton.reacher import NewtonReacher  # noqa: E402
 
-__all__ = ["NewtonCartPoleSwingUp", "NewtonEnv", "NewtonReacher", "NewtonSimulation", "NewtonStep"]
+__all__ = [
+    "NewtonAnt",
+    "NewtonCartPoleSwingUp",
+    "NewtonEnv",
+    "NewtonReacher",
+    "NewtonSimulation",
+    "NewtonStep",
+]

@@ -70,7 +70,11 @@ class NewtonSimulation:
         self._backward_in = model.state(requires_grad=True)
         self._backward_out = model.state(requires_grad=True)
         self._backward_control = model.control(requires_grad=True)
-        self._contacts = model.contacts() if self.uses_contacts else None
+        self._collision = None
+        self._contacts = None
+        if self.uses_contacts:  # Newton's default pipeline (broad phase over explicit pairs)
+            self._collision = newton.CollisionPipeline(model, broad_phase="explicit")
+            self._contacts = self._collision.contacts()
 
     def _prepare(self, state: Any, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> None:
         """Load joint coordinates into ``state`` and bring its bodies up to date."""
@@ -83,7 +87,8 @@ class NewtonSimulation:
     def _substep(self, state_in: Any, state_out: Any, control: Any) -> None:
         contacts = None
         if self._contacts is not None:
-            contacts = self.model.collide(state_in, self._contacts)
+            self._collision.collide(state_in, self._contacts)
+            contacts = self._contacts
         self.solver.step(state_in, state_out, control, contacts, self.substep_dt)
 
     def forward(
