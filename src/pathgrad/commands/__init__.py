@@ -32,6 +32,18 @@ class Terminated(BaseException):
     """Raised in the main thread when SIGTERM arrives."""
 
 
+@contextlib.contextmanager
+def _handling_signals(handler: Any) -> Iterator[None]:
+    """Handle SIGINT and SIGTERM with ``handler`` inside the block, then restore."""
+    previous_int = signal.signal(signal.SIGINT, handler)
+    previous_term = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+
+
 def _exit_now(signum: int, frame: Any) -> None:
     line, status = (
         (b"pathgrad: interrupted\n", EXIT_SIGINT)
@@ -50,13 +62,8 @@ def signals_exit() -> Iterator[None]:
     code that runs: a library being imported can swallow it in C (torch's NumPy
     initialisation does, and then trains on) or be left half-imported.
     """
-    previous_int = signal.signal(signal.SIGINT, _exit_now)
-    previous_term = signal.signal(signal.SIGTERM, _exit_now)
-    try:
+    with _handling_signals(_exit_now):
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
 
 
 @contextlib.contextmanager
@@ -75,22 +82,12 @@ def signals_raise(request: Callable[[type[BaseException]], None] | None = None) 
             raise exception()
         request(exception)
 
-    previous_int = signal.signal(signal.SIGINT, handler)
-    previous_term = signal.signal(signal.SIGTERM, handler)
-    try:
+    with _handling_signals(handler):
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
 
 
 @contextlib.contextmanager
 def signals_ignored() -> Iterator[None]:
     """Let final writes finish: SIGINT/SIGTERM are ignored inside the block."""
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
+    with _handling_signals(signal.SIG_IGN):
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
