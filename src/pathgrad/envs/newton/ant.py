@@ -18,7 +18,7 @@ __all__ = ["ANT_CONTACT_MODEL", "NewtonAnt"]
 # Stable at 8 substeps of dt 1/60 (rest height within 16 mm of a 64-substep run); the
 # MJCF's own settings go NaN within 5-10 steps at this step size.
 ANT_CONTACT_MODEL = {
-    "armature": 0.05,  # kg m^2 on every hinge
+    "armature": 0.05,  # on every DOF, the free joint's too (kg m^2; kg on its translations)
     "limit_ke": 1.0e3,  # joint-limit stiffness (N m / rad) and damping
     "limit_kd": 10.0,
     "contact_ke": 2.5e3,  # ground contact stiffness (N/m), damping, friction slope
@@ -107,7 +107,7 @@ class NewtonAnt(NewtonEnv):
     # Model ---------------------------------------------------------------------------
 
     def build_world(self, builder: Any) -> None:
-        """``nv_ant.xml`` without its floor, with the tuned armature and joint limits."""
+        """``nv_ant.xml`` without its floor; the tuned armature and limits on every DOF."""
         root = ElementTree.parse(newton.examples.get_asset("nv_ant.xml")).getroot()
         worldbody = root.find("worldbody")
         for geom in worldbody.findall("geom"):
