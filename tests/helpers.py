@@ -203,3 +203,29 @@ def learning_state(trainer) -> dict[str, torch.Tensor]:
         for name in ("mean", "var", "count"):
             state[f"normalizer.{name}"] = getattr(trainer.observation_normalizer, name)
     return state
+
+
+def window_with_gradients(env, steps: int, seed: int = 0):
+    """Observations, rewards and action gradients of one window (through auto-resets)."""
+    env.reset(seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    actions = torch.randn(steps, env.num_envs, env.action_dim, generator=generator)
+    actions.requires_grad_(True)
+    observations, rewards = [], []
+    for action in actions:
+        observation, reward, *_ = env.step(action)
+        observations.append(observation)
+        rewards.append(reward)
+    torch.stack(rewards).sum().backward()
+    return torch.stack(observations).detach(), torch.stack(rewards).detach(), actions.grad
+
+
+def assert_same_windows(env: Any, twin: Any, steps: int, seed: int = 0) -> None:
+    """Both envs give bit-identical observations, rewards and action gradients."""
+    pairs = zip(
+        window_with_gradients(env, steps, seed),
+        window_with_gradients(twin, steps, seed),
+        strict=True,
+    )
+    for got, want in pairs:
+        assert torch.equal(got, want)

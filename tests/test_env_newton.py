@@ -15,7 +15,7 @@ import torch
 
 newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
 
-from helpers import learning_state  # noqa: E402
+from helpers import assert_same_windows, learning_state  # noqa: E402
 from pathgrad.config import ConfigError, load_config  # noqa: E402
 from pathgrad.envs import CartPoleSwingUp  # noqa: E402
 from pathgrad.envs.newton import NewtonCartPoleSwingUp, NewtonEnv, NewtonStep  # noqa: E402
@@ -94,6 +94,17 @@ def test_one_tape_over_shared_solver_substeps_is_wrong_and_the_bridge_is_not():
     assert bridge == pytest.approx(reference, rel=2e-3)
 
 
+def test_captured_graphs_replay_the_step_and_its_gradients_bit_for_bit():
+    captured = NewtonCartPoleSwingUp(3, substeps=4, seed=1, max_episode_steps=7)
+    launched = NewtonCartPoleSwingUp(3, substeps=4, seed=1, max_episode_steps=7, capture=False)
+    assert captured.simulation.capture and not launched.simulation.capture
+    assert_same_windows(captured, launched, 16)
+    assert set(captured.simulation._graphs) == {"step", "adjoint", "zero_adjoint"}
+    assert not launched.simulation._graphs
+    # A second window replays the same graphs: adjoints do not leak between backward passes.
+    assert_same_windows(captured, captured, 5, seed=2)
+
+
 class Swing(NewtonEnv):
     """A user's env in a few lines: a model file and a reward."""
 
@@ -114,8 +125,10 @@ def test_bad_input_is_named(tmp_path):
     arm.write_text(ARM)
     with pytest.raises(ValueError, match="actuated joint 'elbow' does not exist; joints: shoulder"):
         Swing(1, model_file=arm, actuated_joints=["elbow"])
-    with pytest.raises(ValueError, match=r"solver must be one of \['featherstone'\]"):
-        Swing(1, model_file=arm, solver="semi_implicit")
+    with pytest.raises(
+        ValueError, match=r"solver must be one of \['featherstone', 'semi_implicit'\], got 'xpbd'"
+    ):
+        Swing(1, model_file=arm, solver="xpbd")
     with pytest.raises(ValueError, match="computes in float32"):
         NewtonCartPoleSwingUp(1, dtype="float64")
     with pytest.raises(ValueError, match=r"action must have shape \(2, 1\)"):
@@ -211,3 +224,45 @@ def test_newton_reacher_fingertip_and_gradients():
     rotated = tip + 2 * np.cross(axis, np.cross(axis, tip) + w * tip)
     assert np.allclose(poses[:, 1, :2] + rotated[:, :2], env.fingertip(joint_q).numpy(), atol=1e-5)
     assert check_env_gradients(NewtonReacher(2, seed=0, max_episode_steps=5), 5)
+
+
+# Joints are explicit springs: stable only for substeps well below 1 / sqrt(ke / inertia)
+# (the default damping 1e2 would need ~100x smaller ones on these thin links).
+SEMI_IMPLICIT_ARM = {
+    "solver": "semi_implicit",
+    "substeps": 64,
+    "solver_options": {"joint_attach_ke": 1.0e3, "joint_attach_kd": 1.0},
+}
+STIFF_SEMI_IMPLICIT_ARM = {
+    "solver": "semi_implicit",
+    "substeps": 256,
+    "solver_options": {"joint_attach_ke": 1.0e4, "joint_attach_kd": 1.0},
+}
+
+
+def test_semi_implicit_carries_bodies_and_follows_featherstone():
+    from pathgrad.envs.newton import NewtonReacher
+
+    env = NewtonReacher(2, seed=3, max_episode_steps=6, **STIFF_SEMI_IMPLICIT_ARM)
+    twin = NewtonReacher(2, seed=3, max_episode_steps=6, substeps=256)  # same step size
+    assert env.state["body_q"].shape == (2, 14) and env.state["body_qd"].shape == (2, 12)
+    assert torch.equal(env.reset(seed=5)[0], twin.reset(seed=5)[0])
+    for _ in range(5):  # stiff joint springs, another integrator: close, not equal
+        env.step(torch.full((2, 2), 0.5))
+        twin.step(torch.full((2, 2), 0.5))
+        assert torch.allclose(env.state["joint_q"], twin.state["joint_q"], atol=3e-3)
+        assert torch.allclose(env.state["joint_qd"], twin.state["joint_qd"], atol=0.05, rtol=0.05)
+    _, _, terminated, truncated, info = env.step(torch.zeros(2, 2))  # episode ends: fresh bodies
+    assert truncated.all()
+    fresh = env._body_coordinates(env.state["joint_q"], env.state["joint_qd"])
+    assert torch.equal(env.state["body_q"], fresh["body_q"])
+
+
+def test_semi_implicit_gradients_and_captured_graphs():
+    from pathgrad.envs.newton import NewtonReacher
+
+    env = NewtonReacher(2, seed=0, max_episode_steps=4, **SEMI_IMPLICIT_ARM)
+    assert check_env_gradients(env, 5)
+    captured = NewtonReacher(2, seed=1, max_episode_steps=3, **SEMI_IMPLICIT_ARM)
+    launched = NewtonReacher(2, seed=1, max_episode_steps=3, capture=False, **SEMI_IMPLICIT_ARM)
+    assert_same_windows(captured, launched, 5)

@@ -9,6 +9,7 @@ import torch
 
 newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
 
+from helpers import assert_same_windows  # noqa: E402
 from pathgrad.envs.newton import NewtonAnt  # noqa: E402
 
 
@@ -53,6 +54,11 @@ def test_the_ground_holds_the_ant_and_torch_sees_the_torso_as_newton_does():
     assert torch.allclose(reward, expected) and not terminated.any()
     assert observation.shape == (2, 37) and torch.equal(observation[:, -8:], action)
     assert not torch.equal(before["joint_q"], after["joint_q"])
+
+
+def test_captured_graphs_replay_collision_and_contact_gradients_bit_for_bit():
+    captured, launched = NewtonAnt(2, seed=0), NewtonAnt(2, seed=0, capture=False)
+    assert_same_windows(captured, launched, 6)
 
 
 def test_a_fallen_torso_ends_the_episode_and_the_ant_restarts_standing():

@@ -90,7 +90,7 @@ class BatchedDifferentiableEnv(ABC):
         np_dtype = np.float64 if self.dtype == torch.float64 else np.float32
         self.single_observation_space = Box(-np.inf, np.inf, (self.observation_dim,), np_dtype)
         self.single_action_space = Box(-1.0, 1.0, (self.action_dim,), np_dtype)
-        self.state: State = self._sample_initial_state(self.num_envs)
+        self.state: State = self._initial_state(self.num_envs)
         self.elapsed_steps = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
 
     # Subclass hooks: pure functions of batched tensors.
@@ -117,6 +117,10 @@ class BatchedDifferentiableEnv(ABC):
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         """Per-env evaluation metrics of ``state``; none by default."""
         return {}
+
+    def _initial_state(self, num: int) -> State:
+        """``num`` initial states: :meth:`_sample_initial_state`, completed if a base needs to."""
+        return self._sample_initial_state(num)
 
     # Contract.
     def _uniform(self, low: float, high: float, *shape: int) -> torch.Tensor:
@@ -145,7 +149,7 @@ class BatchedDifferentiableEnv(ABC):
         if seed is None or np.ndim(seed) == 0:
             if seed is not None:
                 self.generator.manual_seed(int(seed))
-            fresh = self._sample_initial_state(self.num_envs)
+            fresh = self._initial_state(self.num_envs)
         else:
             fresh = _sample_seeded_rows(self, list(seed), mask)
         if mask is None:
@@ -195,7 +199,7 @@ class BatchedDifferentiableEnv(ABC):
         :meth:`step` draws them every step and uses them for the rows it
         auto-resets, so the generator advances the same whatever is done.
         """
-        return self._sample_initial_state(self.num_envs)
+        return self._initial_state(self.num_envs)
 
     def transition(
         self,
@@ -342,7 +346,7 @@ def _sample_seeded_rows(
             if seed is not None:
                 env.generator = torch.Generator(device=env.device)
                 env.generator.manual_seed(int(seed))
-            rows.append(env._sample_initial_state(1))
+            rows.append(env._initial_state(1))
     finally:
         env.generator = main
     if all(seed is not None for seed in seeds):

@@ -68,7 +68,9 @@ class NewtonAnt(NewtonEnv):
         dt: float = 1.0 / 60.0,
         substeps: int = 8,
         contact_model: Mapping[str, float] | None = None,
+        solver: str = "featherstone",
         solver_options: dict[str, Any] | None = None,
+        capture: bool = True,
         dtype: str | torch.dtype = "float32",
         max_episode_steps: int | None = None,
         seed: int | None = None,
@@ -94,7 +96,9 @@ class NewtonAnt(NewtonEnv):
             substeps=substeps,
             action_scale=gear,
             contacts=True,
-            solver_options={"use_tile_gemm": True, **(solver_options or {})},
+            solver_options={**_solver_defaults(solver), **(solver_options or {})},
+            solver=solver,
+            capture=capture,
             dtype=dtype,
             max_episode_steps=max_episode_steps,
             seed=seed,
@@ -190,6 +194,11 @@ class NewtonAnt(NewtonEnv):
             "forward_velocity": state["joint_qd"][:, 0].detach(),
             "distance": state["joint_q"][:, 0].detach(),
         }
+
+
+def _solver_defaults(solver: str) -> dict[str, Any]:
+    """Featherstone's tiled mass-matrix products (4-6x faster for the Ant on the CPU)."""
+    return {"use_tile_gemm": True} if solver == "featherstone" else {}
 
 
 def _quaternion_from_rotation_vector(rotation: torch.Tensor) -> torch.Tensor:

@@ -20,9 +20,10 @@ from typing import Any
 import newton
 import numpy as np
 import torch
+import warp as wp
 
 from pathgrad.envs.base import BatchedDifferentiableEnv, State
-from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep
+from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 
 __all__ = ["NewtonEnv"]
 
@@ -35,7 +36,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
         device: Torch device; Warp runs on the same one.
         model_file: MJCF (``.xml``) or URDF (``.urdf``) of one world (instead of
             overriding :meth:`build_world`).
-        solver: ``featherstone`` (reduced coordinates; ``semi_implicit`` is not supported yet).
+        solver: ``featherstone`` (joint coordinates) or ``semi_implicit`` (maximal
+            coordinates: the state also carries ``body_q`` ``[N, bodies*7]`` and
+            ``body_qd`` ``[N, bodies*6]``; ``joint_q``/``joint_qd`` follow from them).
         substeps: Solver steps per env step.
         dt: Duration of one env step (s).
         actuated_joints: Labels (or label suffixes) of the joints the action
@@ -44,6 +47,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
             one per actuated DOF.
         contacts: Detect contacts (ground plane, self-collision) every substep.
         solver_options: Keyword arguments of the solver.
+        capture: Replay each step's Warp operations as captured graphs (the
+            same results; ``False`` launches every kernel from Python).
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
 
     Raises:
@@ -71,6 +76,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         action_scale: float | Sequence[float] = 1.0,
         contacts: bool = False,
         solver_options: dict[str, Any] | None = None,
+        capture: bool = True,
         **kwargs: Any,
     ) -> None:
         if str(kwargs.get("dtype", "float32")).removeprefix("torch.") != "float32":
@@ -90,6 +96,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         if contacts:
             builder.add_ground_plane(cfg=self.ground_config())
         model = builder.finalize(device=str(torch.device(device)), requires_grad=True)
+        self._kinematics_state: Any = None
         self.simulation = NewtonSimulation(
             model,
             solver=solver,
@@ -97,6 +104,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
             dt=dt,
             contacts=contacts,
             solver_options=solver_options,
+            capture=capture,
         )
         self.dt = float(dt)
         self.coordinates = world.joint_coord_count
@@ -192,7 +200,49 @@ class NewtonEnv(BatchedDifferentiableEnv):
         extra = self.extra_joint_forces(state)
         return forces if extra is None else forces + extra
 
+    def _initial_state(self, num: int) -> State:
+        """Sampled initial states, with their body coordinates when the solver carries them."""
+        state = self._sample_initial_state(num)
+        if self.simulation.maximal:
+            state = {**state, **self._body_coordinates(state["joint_q"], state["joint_qd"])}
+        return state
+
+    def _body_coordinates(
+        self, joint_q: torch.Tensor, joint_qd: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Body poses and twists ``[num, bodies*7]``, ``[num, bodies*6]`` of joint coordinates.
+
+        The worlds are identical copies, so rows are evaluated in worlds
+        ``0..num-1`` (padded with the first row up to ``num_envs``).
+        """
+        num = joint_q.shape[0]
+        if num > self.num_envs:
+            raise ValueError(f"at most num_envs={self.num_envs} initial states at once, got {num}.")
+        pad = self.num_envs - num
+        rows_q = torch.cat([joint_q.detach(), joint_q[:1].detach().expand(pad, -1)])
+        rows_qd = torch.cat([joint_qd.detach(), joint_qd[:1].detach().expand(pad, -1)])
+        if self._kinematics_state is None:
+            self._kinematics_state = self.simulation.model.state(requires_grad=False)
+        state = self._kinematics_state
+        wp.to_torch(state.joint_q).copy_(rows_q.reshape(-1))
+        wp.to_torch(state.joint_qd).copy_(rows_qd.reshape(-1))
+        newton.eval_fk(self.simulation.model, state.joint_q, state.joint_qd, state)
+        body_q = wp.to_torch(state.body_q).reshape(self.num_envs, -1)[:num].clone()
+        body_qd = wp.to_torch(state.body_qd).reshape(self.num_envs, -1)[:num].clone()
+        return {"body_q": body_q, "body_qd": body_qd}
+
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
+        if self.simulation.maximal:
+            body_q, body_qd, joint_q, joint_qd = NewtonBodyStep.apply(
+                self.simulation, state["body_q"], state["body_qd"], self.joint_forces(state, action)
+            )
+            return {
+                **state,
+                "body_q": body_q,
+                "body_qd": body_qd,
+                "joint_q": joint_q,
+                "joint_qd": joint_qd,
+            }
         joint_q, joint_qd = NewtonStep.apply(
             self.simulation, state["joint_q"], state["joint_qd"], self.joint_forces(state, action)
         )

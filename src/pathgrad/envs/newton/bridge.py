@@ -11,21 +11,38 @@ the substep being differentiated, and memory stays flat however long the
 window (only each substep's input state is kept). Contacts are detected
 outside the tape (collision detection is not differentiable: the contact set
 is frozen per substep) and detected again, identically, during the recompute.
+
+Every Warp operation works on buffers allocated once, so the forward step, one
+substep's recompute-and-adjoint and the zeroing of its adjoints are each
+captured once as a Warp graph and replayed (``capture=True``, the default; on
+the CPU Warp replays a graph in C++, which removes the Python cost of every
+kernel launch). Torch reads and writes those buffers through shared views.
+
+Solvers: ``featherstone`` integrates joint coordinates, which are the state
+carried between steps. ``semi_implicit`` integrates maximal coordinates (body
+poses and twists; joints are stiff springs), so the body state is carried
+instead and the joint coordinates of the step's result are computed from it by
+Newton's inverse kinematics, inside the same autograd function.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import newton
 import torch
 import warp as wp
 
-__all__ = ["SOLVERS", "NewtonSimulation", "NewtonStep"]
+__all__ = ["SOLVERS", "NewtonBodyStep", "NewtonSimulation", "NewtonStep"]
 
-# SolverSemiImplicit keeps maximal coordinates (body poses) that joint coordinates do
-# not restore exactly, so its recompute would differ from the forward step: not yet.
-SOLVERS = ("featherstone",)
+SOLVERS = ("featherstone", "semi_implicit")
+
+
+def _view(array: Any) -> torch.Tensor:
+    """A torch tensor sharing ``array``'s memory (never a grad-requiring leaf)."""
+    return wp.to_torch(array, requires_grad=False)
 
 
 class NewtonSimulation:
@@ -33,11 +50,14 @@ class NewtonSimulation:
 
     Args:
         model: A ``newton.Model`` finalized with ``requires_grad=True``.
-        solver: ``featherstone`` (reduced coordinates; the only one so far).
+        solver: ``featherstone`` (joint coordinates carried) or ``semi_implicit``
+            (body coordinates carried, joint coordinates computed from them).
         substeps: Solver steps per env step.
         dt: Duration of one env step (s); each substep lasts ``dt / substeps``.
         contacts: Detect contacts before every substep (ground, self-collision).
         solver_options: Keyword arguments of the solver's constructor.
+        capture: Replay the step's Warp operations as captured graphs (same
+            results, bit for bit; ``False`` launches every kernel from Python).
     """
 
     def __init__(
@@ -49,6 +69,7 @@ class NewtonSimulation:
         dt: float,
         contacts: bool = False,
         solver_options: dict[str, Any] | None = None,
+        capture: bool = True,
     ) -> None:
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {list(SOLVERS)}, got '{solver}'.")
@@ -60,8 +81,13 @@ class NewtonSimulation:
         self.substeps = int(substeps)
         self.substep_dt = float(dt) / self.substeps
         self.uses_contacts = bool(contacts)
+        self.capture = bool(capture)
         options = dict(solver_options or {})
-        self.solver = newton.solvers.SolverFeatherstone(model, **options)
+        self.maximal = solver == "semi_implicit"
+        if self.maximal:
+            self.solver = newton.solvers.SolverSemiImplicit(model, **options)
+        else:
+            self.solver = newton.solvers.SolverFeatherstone(model, **options)
         self.coordinates = int(model.joint_coord_count)
         self.dofs = int(model.joint_dof_count)
         # Forward: one state per substep boundary. Backward: one reusable pair.
@@ -70,18 +96,77 @@ class NewtonSimulation:
         self._backward_in = model.state(requires_grad=True)
         self._backward_out = model.state(requires_grad=True)
         self._backward_control = model.control(requires_grad=True)
+        self._kinematics = model.state(requires_grad=True)  # inverse kinematics (semi_implicit)
         self._collision = None
         self._contacts = None
         if self.uses_contacts:  # Newton's default pipeline (broad phase over explicit pairs)
             self._collision = newton.CollisionPipeline(model, broad_phase="explicit")
             self._contacts = self._collision.contacts()
+        self._tape: Any = None
+        self._graphs: dict[str, Any] = {}
+        # On CUDA, Warp works on torch's current stream so the two stay ordered.
+        self._stream = wp.stream_from_torch(model.device.alias) if model.device.is_cuda else None
+        # Torch views (flat) of the buffers torch reads and writes; x and v are the
+        # carried coordinates (joint ones, or body ones for semi_implicit).
+        self._x = [_view(self._position(state)).reshape(-1) for state in self._states]
+        self._v = [_view(self._velocity(state)).reshape(-1) for state in self._states]
+        self._final_q = _view(self._states[-1].joint_q)
+        self._final_qd = _view(self._states[-1].joint_qd)
+        self._f = _view(self._control.joint_f)
+        backward_in, backward_out = self._backward_in, self._backward_out
+        self._backward_x = _view(self._position(backward_in)).reshape(-1)
+        self._backward_v = _view(self._velocity(backward_in)).reshape(-1)
+        self._backward_f = _view(self._backward_control.joint_f)
+        self._grad_out_x = _view(self._position(backward_out).grad).reshape(-1)
+        self._grad_out_v = _view(self._velocity(backward_out).grad).reshape(-1)
+        self._grad_in_x = _view(self._position(backward_in).grad).reshape(-1)
+        self._grad_in_v = _view(self._velocity(backward_in).grad).reshape(-1)
+        self._grad_f = _view(self._backward_control.joint_f.grad)
+        kinematics = self._kinematics
+        self._kinematics_x = _view(kinematics.body_q).reshape(-1)
+        self._kinematics_v = _view(kinematics.body_qd).reshape(-1)
+        self._grad_kinematics_q = _view(kinematics.joint_q.grad)
+        self._grad_kinematics_qd = _view(kinematics.joint_qd.grad)
+        self._grad_kinematics_x = _view(kinematics.body_q.grad).reshape(-1)
+        self._grad_kinematics_v = _view(kinematics.body_qd.grad).reshape(-1)
+        self._kinematics_tape: Any = None
 
-    def _prepare(self, state: Any, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> None:
-        """Load joint coordinates into ``state`` and bring its bodies up to date."""
-        wp.copy(state.joint_q, wp.from_torch(joint_q.detach().reshape(-1).contiguous()))
-        wp.copy(state.joint_qd, wp.from_torch(joint_qd.detach().reshape(-1).contiguous()))
+    def _position(self, state: Any) -> Any:
+        return state.body_q if self.maximal else state.joint_q
+
+    def _velocity(self, state: Any) -> Any:
+        return state.body_qd if self.maximal else state.joint_qd
+
+    @property
+    def position_size(self) -> int:
+        """Length of the carried position vector of all worlds."""
+        return self._x[0].numel()
+
+    @property
+    def velocity_size(self) -> int:
+        """Length of the carried velocity vector of all worlds."""
+        return self._v[0].numel()
+
+    # Warp operations on the fixed buffers ------------------------------------------------
+
+    def _run(self, name: str, operations: Callable[[], None]) -> None:
+        """Run ``operations``, or replay their graph (captured on the first call)."""
+        scope = contextlib.nullcontext() if self._stream is None else wp.ScopedStream(self._stream)
+        with scope:
+            if not self.capture:
+                operations()
+                return
+            graph = self._graphs.get(name)
+            if graph is None:
+                with wp.ScopedCapture(device=self.model.device) as capture:
+                    operations()
+                graph = self._graphs[name] = capture.graph
+            wp.capture_launch(graph)
+
+    def _prepare(self, state: Any) -> None:
+        """Clear ``state``'s forces and bring its bodies up to date with its joints."""
         state.clear_forces()
-        if self.uses_contacts:  # collision detection reads the body poses
+        if self.uses_contacts and not self.maximal:  # collision detection reads body poses
             newton.eval_fk(self.model, state.joint_q, state.joint_qd, state)
 
     def _substep(self, state_in: Any, state_out: Any, control: Any) -> None:
@@ -91,56 +176,112 @@ class NewtonSimulation:
             contacts = self._contacts
         self.solver.step(state_in, state_out, control, contacts, self.substep_dt)
 
-    def forward(
-        self, joint_q: torch.Tensor, joint_qd: torch.Tensor, joint_f: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """Step without a tape; also return each substep's input, for the backward pass."""
-        wp.copy(self._control.joint_f, wp.from_torch(joint_f.detach().reshape(-1).contiguous()))
-        self._prepare(self._states[0], joint_q, joint_qd)
-        inputs = [(joint_q.detach(), joint_qd.detach())]
+    def _step_operations(self) -> None:
+        """All substeps of one env step, from ``_states[0]`` to ``_states[-1]``."""
+        self._prepare(self._states[0])
         for k in range(self.substeps):
-            state_in, state_out = self._states[k], self._states[k + 1]
             if k > 0:
-                state_in.clear_forces()
-            self._substep(state_in, state_out, self._control)
-            q_out = wp.to_torch(state_out.joint_q).clone()
-            qd_out = wp.to_torch(state_out.joint_qd).clone()
-            inputs.append((q_out, qd_out))
-        q_final, qd_final = inputs.pop()
-        return q_final, qd_final, inputs
+                self._states[k].clear_forces()
+            self._substep(self._states[k], self._states[k + 1], self._control)
+        if self.maximal:
+            final = self._states[-1]
+            newton.eval_ik(self.model, final, final.joint_q, final.joint_qd)
+
+    def _kinematics_adjoint_operations(self) -> None:
+        """Inverse kinematics of ``_kinematics``'s bodies, backpropagated (joint adjoints set)."""
+        state = self._kinematics
+        self._kinematics_tape = wp.Tape()
+        with self._kinematics_tape:
+            newton.eval_ik(self.model, state, state.joint_q, state.joint_qd)
+        self._kinematics_tape.backward()
+
+    def _zero_kinematics_adjoint_operations(self) -> None:
+        self._kinematics_tape.zero()
+        for array in (self._kinematics.body_q, self._kinematics.body_qd):
+            array.grad.zero_()
+        for array in (self._kinematics.joint_q, self._kinematics.joint_qd):
+            array.grad.zero_()
+
+    def _adjoint_operations(self) -> None:
+        """One substep recomputed under a tape and backpropagated (output adjoints set)."""
+        self._prepare(self._backward_in)
+        self._tape = wp.Tape()
+        with self._tape:
+            self._substep(self._backward_in, self._backward_out, self._backward_control)
+        self._tape.backward()
+
+    def _zero_adjoint_operations(self) -> None:
+        """Zero every adjoint the last backpropagation wrote."""
+        self._tape.zero()
+        for state in (self._backward_in, self._backward_out):
+            for array in (state.joint_q, state.joint_qd, state.body_q, state.body_qd):
+                if array is not None and array.grad is not None:
+                    array.grad.zero_()
+        self._backward_control.joint_f.grad.zero_()
+
+    # Torch side ------------------------------------------------------------------------
+
+    def forward(
+        self, position: torch.Tensor, velocity: torch.Tensor, joint_f: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """Step without a tape from the carried coordinates.
+
+        Returns the carried position and velocity after the step, for
+        ``semi_implicit`` also the joint coordinates computed from them, and
+        last each substep's input, for the backward pass.
+        """
+        self._x[0].copy_(position.detach().reshape(-1))
+        self._v[0].copy_(velocity.detach().reshape(-1))
+        self._f.copy_(joint_f.detach().reshape(-1))
+        self._run("step", self._step_operations)
+        inputs = [(position.detach().reshape(-1), velocity.detach().reshape(-1))]
+        inputs += [(x.clone(), v.clone()) for x, v in zip(self._x[1:], self._v[1:], strict=True)]
+        x_final, v_final = inputs.pop()
+        if self.maximal:
+            return x_final, v_final, self._final_q.clone(), self._final_qd.clone(), inputs
+        return x_final, v_final, inputs
 
     def backward(
         self,
         inputs: list[tuple[torch.Tensor, torch.Tensor]],
         joint_f: torch.Tensor,
-        grad_q: torch.Tensor,
-        grad_qd: torch.Tensor,
+        grad_x: torch.Tensor,
+        grad_v: torch.Tensor,
+        joint_adjoints: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Adjoints of the step's inputs from those of its outputs, substep by substep."""
-        state_in, state_out, control = self._backward_in, self._backward_out, self._backward_control
-        wp.copy(control.joint_f, wp.from_torch(joint_f.detach().reshape(-1).contiguous()))
-        grad_f = torch.zeros(self.dofs, dtype=grad_q.dtype, device=grad_q.device)
-        grad_q, grad_qd = grad_q.reshape(-1), grad_qd.reshape(-1)
-        for q_in, qd_in in reversed(inputs):
-            self._prepare(state_in, q_in, qd_in)
-            tape = wp.Tape()
-            with tape:
-                self._substep(state_in, state_out, control)
-            tape.backward(
-                grads={
-                    state_out.joint_q: wp.from_torch(grad_q.contiguous()),
-                    state_out.joint_qd: wp.from_torch(grad_qd.contiguous()),
-                }
-            )
-            grad_q = wp.to_torch(state_in.joint_q.grad).clone()
-            grad_qd = wp.to_torch(state_in.joint_qd.grad).clone()
-            grad_f = grad_f + wp.to_torch(control.joint_f.grad)
-            tape.zero()
-        return grad_q, grad_qd, grad_f
+        """Adjoints of the step's inputs from those of its outputs, substep by substep.
+
+        ``joint_adjoints`` (``semi_implicit``): the final body position and
+        velocity and the adjoints of the joint coordinates computed from them.
+        """
+        grad_x, grad_v = grad_x.reshape(-1), grad_v.reshape(-1)
+        if joint_adjoints is not None:
+            x_final, v_final, grad_q, grad_qd = joint_adjoints
+            self._kinematics_x.copy_(x_final)
+            self._kinematics_v.copy_(v_final)
+            self._grad_kinematics_q.copy_(grad_q.reshape(-1))
+            self._grad_kinematics_qd.copy_(grad_qd.reshape(-1))
+            self._run("kinematics_adjoint", self._kinematics_adjoint_operations)
+            grad_x = grad_x + self._grad_kinematics_x
+            grad_v = grad_v + self._grad_kinematics_v
+            self._run("zero_kinematics_adjoint", self._zero_kinematics_adjoint_operations)
+        self._backward_f.copy_(joint_f.detach().reshape(-1))
+        grad_f = torch.zeros(self.dofs, dtype=grad_x.dtype, device=grad_x.device)
+        for x_in, v_in in reversed(inputs):
+            self._backward_x.copy_(x_in)
+            self._backward_v.copy_(v_in)
+            self._grad_out_x.copy_(grad_x)
+            self._grad_out_v.copy_(grad_v)
+            self._run("adjoint", self._adjoint_operations)
+            grad_x, grad_v = self._grad_in_x.clone(), self._grad_in_v.clone()
+            grad_f = grad_f + self._grad_f
+            self._run("zero_adjoint", self._zero_adjoint_operations)
+        return grad_x, grad_v, grad_f
 
 
 class NewtonStep(torch.autograd.Function):
-    """``(joint_q, joint_qd, joint_f) -> (joint_q', joint_qd')`` through a simulation."""
+    """``(joint_q, joint_qd, joint_f) -> (joint_q', joint_qd')`` through a simulation
+    whose carried coordinates are the joint ones (``featherstone``)."""
 
     @staticmethod
     def forward(
@@ -163,3 +304,37 @@ class NewtonStep(torch.autograd.Function):
         q_shape, qd_shape, f_shape = ctx.shapes
         gq, gqd, gf = ctx.simulation.backward(ctx.inputs, joint_f, grad_q, grad_qd)
         return None, gq.reshape(q_shape), gqd.reshape(qd_shape), gf.reshape(f_shape)
+
+
+class NewtonBodyStep(torch.autograd.Function):
+    """``(body_q, body_qd, joint_f) -> (body_q', body_qd', joint_q', joint_qd')`` through
+    a simulation that carries body coordinates (``semi_implicit``); the joint
+    coordinates are Newton's inverse kinematics of the resulting bodies."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        simulation: NewtonSimulation,
+        body_q: torch.Tensor,
+        body_qd: torch.Tensor,
+        joint_f: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        x, v, q, qd, inputs = simulation.forward(body_q, body_qd, joint_f)
+        ctx.simulation = simulation
+        ctx.inputs = inputs
+        ctx.final = (x, v)
+        ctx.shapes = (body_q.shape, body_qd.shape, joint_f.shape)
+        ctx.save_for_backward(joint_f)
+        rows = body_q.shape[0]
+        x, v = x.reshape(body_q.shape), v.reshape(body_qd.shape)
+        return x, v, q.view(rows, -1), qd.view(rows, -1)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[Any, ...]:
+        (joint_f,) = ctx.saved_tensors
+        x_shape, v_shape, f_shape = ctx.shapes
+        grad_x, grad_v, grad_q, grad_qd = grads
+        gx, gv, gf = ctx.simulation.backward(
+            ctx.inputs, joint_f, grad_x, grad_v, (*ctx.final, grad_q, grad_qd)
+        )
+        return None, gx.reshape(x_shape), gv.reshape(v_shape), gf.reshape(f_shape)
