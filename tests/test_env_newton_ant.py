@@ -74,6 +74,18 @@ def test_a_fallen_torso_ends_the_episode_and_the_ant_restarts_standing():
     _, _, terminated, _, info = tall.step(torch.zeros(2, 8))
     assert terminated.all() and (info["final_observation"][:, 0] < 1.0).all()
     assert (tall.state["joint_q"][:, 2] > 0.69).all() and (tall.elapsed_steps == 0).all()
+    assert (tall.state["time"] == 0).all()  # the episode clock restarts too
+
+
+def test_average_forward_velocity_is_the_distance_over_the_episode_time():
+    env = NewtonAnt(2, seed=0)
+    env.reset(seed=0)
+    for _ in range(3):
+        metrics = env.step(torch.full((2, 8), 0.3))[4]["metrics"]
+    assert torch.allclose(env.state["time"], torch.full((2,), 3 * env.dt))
+    expected = metrics["distance"] / (3 * env.dt)
+    assert torch.allclose(metrics["average_forward_velocity"], expected)
+    assert (metrics["distance"] != 0).all()
 
 
 @pytest.mark.parametrize(

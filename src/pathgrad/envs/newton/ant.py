@@ -49,7 +49,9 @@ class NewtonAnt(NewtonEnv):
     velocities, up and heading alignment, the previous action. Initial state:
     torso at 0.55 m (+-0.1), orientation within +-0.1 rad per axis, hinges at
     ``init_qpos`` +-0.2 rad, velocities +-0.25. Metrics: ``forward_velocity``
-    (m/s) and ``distance`` (x of the torso, m). 1000 steps of 1/60 s, 8
+    (m/s), ``distance`` (x of the torso, m; episodes start at 0) and
+    ``average_forward_velocity`` (distance over the episode's duration, m/s);
+    the state keeps the episode's ``time`` (s) for it. 1000 steps of 1/60 s, 8
     Featherstone substeps each.
     """
 
@@ -146,10 +148,15 @@ class NewtonAnt(NewtonEnv):
             "joint_q": joint_q,
             "joint_qd": self._uniform(-0.25, 0.25, num, self.dofs),
             "action": torch.zeros(num, self.action_dim, dtype=self.dtype, device=self.device),
+            "time": torch.zeros(num, dtype=self.dtype, device=self.device),
         }
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
-        return {**super()._dynamics(state, action), "action": action}
+        return {
+            **super()._dynamics(state, action),
+            "action": action,
+            "time": state["time"].detach() + self.dt,
+        }
 
     def _alignment(self, joint_q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Up (z of the torso's z axis) and heading (x of its x axis) alignment."""
@@ -193,6 +200,9 @@ class NewtonAnt(NewtonEnv):
         return {
             "forward_velocity": state["joint_qd"][:, 0].detach(),
             "distance": state["joint_q"][:, 0].detach(),
+            "average_forward_velocity": (
+                state["joint_q"][:, 0].detach() / state["time"].clamp_min(self.dt)
+            ),
         }
 
 
