@@ -125,6 +125,12 @@ def test_eval_plot_and_envs(tmp_path):
     assert "eval/avg_reward" in table.stdout
     pathgrad("plot", str(run_dir), str(run_dir), "-o", "both.png", cwd=tmp_path)
     assert (tmp_path / "both.png").read_bytes()[:4] == b"\x89PNG"
+    pathgrad("plot", str(run_dir), "--metric", "final_distance", "-o", "d.png", cwd=tmp_path)
+    assert (tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"
+    unknown = pathgrad("plot", str(run_dir), "--metric", "speed", cwd=tmp_path, check=False)
+    assert unknown.returncode == 2 and "no run has the evaluation metric 'eval/speed'" in (
+        unknown.stderr
+    )
     listing = pathgrad("envs", cwd=tmp_path).stdout
     for name in ("PointMass", "Pendulum", "MountainCarContinuous", "Reacher", "Quadrotor"):
         assert name in listing

@@ -20,7 +20,8 @@ def write_run(folder: Path, *, evaluations: bool, seed: int = 0, env: str = "Pen
                       "time": update * 0.5, "charts/episode_reward_avg_100": -100.0 + update})
         if evaluations and update % 10 == 0:
             lines.append({"kind": "eval", "global_step": step, "time": update * 0.5,
-                          "eval/avg_reward": -50.0 + update})  # fmt: skip
+                          "eval/avg_reward": -50.0 + update,
+                          "eval/forward_velocity": 0.01 * update})  # fmt: skip
     (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (folder / "config.yaml").write_text(
         f"env:\n  name: {env}\nalgorithm:\n  name: shac\ntrainer:\n  seed: {seed}\n"
@@ -54,6 +55,19 @@ def test_env_step_ticks_are_short_and_runs_are_labelled(tmp_path):
     assert legend == ["x/run (Pendulum, shac, seed 0)", "y/run (Pendulum, shac, seed 1)"]
     plt.close(figure)
     assert run_label(tmp_path / "nowhere") == "nowhere"
+
+
+def test_evaluation_metrics_get_their_own_row_and_unknown_ones_are_named(tmp_path):
+    run = write_run(tmp_path / "a", evaluations=True)
+    figure = learning_curve_figure([run], ["forward_velocity"])
+    assert len(figure.axes) == 6
+    speed = figure.axes[4]
+    assert speed.get_ylabel() == "evaluation forward velocity"
+    assert list(speed.lines[0].get_ydata()) == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    plt.close(figure)
+    with pytest.raises(ValueError, match="no run has the evaluation metric 'eval/speed'; "
+                       "they have: eval/avg_reward, eval/forward_velocity"):  # fmt: skip
+        learning_curve_figure([run], ["eval/speed"])
 
 
 def test_a_cut_last_line_is_skipped_and_a_bad_line_named(tmp_path):

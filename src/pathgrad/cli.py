@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "-o", "--output", help="PNG file (default: curves.png, or curves-N.png if it exists)"
     )
+    plot.add_argument(
+        "--metric",
+        action="append",
+        metavar="NAME",
+        help="also plot this evaluation metric (e.g. forward_velocity); repeatable",
+    )
     plot.set_defaults(handler=command_plot)
 
     listing = commands.add_parser("envs", help="list the registered environments")

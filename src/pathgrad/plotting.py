@@ -49,7 +49,9 @@ def _read_config(run_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def plot_runs(run_dirs: Sequence[str | Path], output: str | Path) -> Path:
+def plot_runs(
+    run_dirs: Sequence[str | Path], output: str | Path, metrics: Sequence[str] = ()
+) -> Path:
     """Plot the runs' learning curves (:func:`learning_curve_figure`) into a PNG file.
 
     Raises:
@@ -57,7 +59,7 @@ def plot_runs(run_dirs: Sequence[str | Path], output: str | Path) -> Path:
         ValueError: If a ``metrics.jsonl`` has a malformed line (other than a cut last one).
         OSError: If ``output`` cannot be written.
     """
-    return save_png(learning_curve_figure(run_dirs), output)
+    return save_png(learning_curve_figure(run_dirs, metrics), output)
 
 
 def save_png(figure: Figure, output: str | Path) -> Path:
@@ -74,15 +76,20 @@ def save_png(figure: Figure, output: str | Path) -> Path:
         plt.close(figure)
 
 
-def learning_curve_figure(run_dirs: Sequence[str | Path]) -> Figure:
+def learning_curve_figure(
+    run_dirs: Sequence[str | Path], metrics: Sequence[str] = ()
+) -> Figure:
     """Evaluation and training return against env steps and wall time.
 
     Rows without any data (evaluation switched off) are left out; each run is
     labelled with its name, env, algorithm and seed; env steps read as 200k, 1M.
+    ``metrics`` adds a row per evaluation metric (``eval/forward_velocity`` or
+    just ``forward_velocity``).
 
     Raises:
         FileNotFoundError: If a run directory has no ``metrics.jsonl`` (or no records).
-        ValueError: If a ``metrics.jsonl`` has a malformed line (other than a cut last one).
+        ValueError: If a ``metrics.jsonl`` has a malformed line (other than a cut last
+            one), or no run has a requested metric.
     """
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
     records = {}
@@ -95,6 +102,7 @@ def learning_curve_figure(run_dirs: Sequence[str | Path]) -> Figure:
         for panel in PANELS
         if any(_points(run_records, *panel[:2]) for run_records in records.values())
     ] or list(PANELS[1:])
+    panels += [_metric_panel(records, metric) for metric in metrics]
     figure, axes = plt.subplots(
         len(panels), len(AXES), figsize=(11, 3.5 * len(panels) + 0.5), squeeze=False
     )
@@ -119,6 +127,27 @@ def learning_curve_figure(run_dirs: Sequence[str | Path]) -> Figure:
     axes[0][0].legend(fontsize="small")
     figure.tight_layout()
     return figure
+
+
+def _metric_panel(
+    records: dict[Path, list[dict[str, Any]]], metric: str
+) -> tuple[str, str, str]:
+    key = metric if metric.startswith("eval/") else f"eval/{metric}"
+    if any(_points(run_records, "eval", key) for run_records in records.values()):
+        return ("eval", key, f"evaluation {key.removeprefix('eval/').replace('_', ' ')}")
+    known = sorted(
+        {
+            name
+            for run_records in records.values()
+            for record in run_records
+            if record.get("kind") == "eval"
+            for name, value in record.items()
+            if name.startswith("eval/") and isinstance(value, (int, float))
+        }
+    )
+    raise ValueError(
+        f"no run has the evaluation metric '{key}'; they have: {', '.join(known) or 'none'}."
+    )
 
 
 def _points(records: list[dict[str, Any]], kind: str, key: str) -> list[dict[str, Any]]:

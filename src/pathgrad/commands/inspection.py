@@ -159,14 +159,15 @@ def command_export(args: argparse.Namespace) -> int:
 
 
 def command_plot(args: argparse.Namespace) -> int:
-    """``pathgrad plot RUN_DIR... [-o curves.png]`` (without -o, never overwrites a file)."""
+    """``pathgrad plot RUN_DIR... [-o curves.png] [--metric NAME]...`` (without -o, never
+    overwrites a file)."""
     from pathgrad.plotting import learning_curve_figure, save_png
 
     output = Path(args.output) if args.output else _free_name(Path("curves.png"))
     if output.is_dir():
         raise UsageError(f"-o '{output}' is a directory; give a file name.")
     try:
-        figure = learning_curve_figure(args.run_dirs)
+        figure = learning_curve_figure(args.run_dirs, args.metric or ())
     except (OSError, ValueError) as error:
         raise UsageError(str(error)) from error
     try:
