@@ -96,7 +96,6 @@ class NewtonSimulation:
         self._backward_in = model.state(requires_grad=True)
         self._backward_out = model.state(requires_grad=True)
         self._backward_control = model.control(requires_grad=True)
-        self._kinematics = model.state(requires_grad=True)  # inverse kinematics (semi_implicit)
         self._collision = None
         self._contacts = None
         if self.uses_contacts:  # Newton's default pipeline (broad phase over explicit pairs)
@@ -122,30 +121,21 @@ class NewtonSimulation:
         self._grad_in_x = _view(self._position(backward_in).grad).reshape(-1)
         self._grad_in_v = _view(self._velocity(backward_in).grad).reshape(-1)
         self._grad_f = _view(self._backward_control.joint_f.grad)
-        kinematics = self._kinematics
-        self._kinematics_x = _view(kinematics.body_q).reshape(-1)
-        self._kinematics_v = _view(kinematics.body_qd).reshape(-1)
-        self._grad_kinematics_q = _view(kinematics.joint_q.grad)
-        self._grad_kinematics_qd = _view(kinematics.joint_qd.grad)
-        self._grad_kinematics_x = _view(kinematics.body_q.grad).reshape(-1)
-        self._grad_kinematics_v = _view(kinematics.body_qd.grad).reshape(-1)
-        self._kinematics_tape: Any = None
+        if self.maximal:  # the inverse kinematics' own state, differentiated after the step
+            self._kinematics = kinematics = model.state(requires_grad=True)
+            self._kinematics_x = _view(kinematics.body_q).reshape(-1)
+            self._kinematics_v = _view(kinematics.body_qd).reshape(-1)
+            self._grad_kinematics_q = _view(kinematics.joint_q.grad)
+            self._grad_kinematics_qd = _view(kinematics.joint_qd.grad)
+            self._grad_kinematics_x = _view(kinematics.body_q.grad).reshape(-1)
+            self._grad_kinematics_v = _view(kinematics.body_qd.grad).reshape(-1)
+            self._kinematics_tape: Any = None
 
     def _position(self, state: Any) -> Any:
         return state.body_q if self.maximal else state.joint_q
 
     def _velocity(self, state: Any) -> Any:
         return state.body_qd if self.maximal else state.joint_qd
-
-    @property
-    def position_size(self) -> int:
-        """Length of the carried position vector of all worlds."""
-        return self._x[0].numel()
-
-    @property
-    def velocity_size(self) -> int:
-        """Length of the carried velocity vector of all worlds."""
-        return self._v[0].numel()
 
     # Warp operations on the fixed buffers ------------------------------------------------
 
@@ -196,10 +186,10 @@ class NewtonSimulation:
         self._kinematics_tape.backward()
 
     def _zero_kinematics_adjoint_operations(self) -> None:
+        """Zero every adjoint the last inverse-kinematics backpropagation wrote."""
         self._kinematics_tape.zero()
-        for array in (self._kinematics.body_q, self._kinematics.body_qd):
-            array.grad.zero_()
-        for array in (self._kinematics.joint_q, self._kinematics.joint_qd):
+        state = self._kinematics
+        for array in (state.body_q, state.body_qd, state.joint_q, state.joint_qd):
             array.grad.zero_()
 
     def _adjoint_operations(self) -> None:
