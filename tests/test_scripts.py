@@ -126,3 +126,13 @@ def test_newton_ant_gradient_benchmark_quick_mode_prints_its_tables(tmp_path):
     per_step = output.split("| tuned (damping 30) | ")[1].split(" ")[0]
     assert float(per_step) < 0.03  # actions: one step through contact agrees
     assert "| 2 |" in output.split("growth over a window")[1]
+
+
+def test_newton_bridge_benchmark_quick_mode_compares_against_the_torch_cartpole(tmp_path):
+    pytest.importorskip("newton")
+    output = run_script(str(ROOT / "benchmarks" / "newton_bridge.py"), "--quick", cwd=tmp_path)
+    rows = {line.split(" | ")[0].strip("| "): line for line in output.splitlines()}
+    assert rows["CartPoleSwingUp (torch)"].rstrip().endswith("| 1.00 |")
+    for name in ("NewtonCartPoleSwingUp, captured", "NewtonCartPoleSwingUp, launched"):
+        ratio = float(rows[name].rstrip(" |").rsplit("|", 1)[1])
+        assert ratio > 0  # a measured rate, not an empty cell

