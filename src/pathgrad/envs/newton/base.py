@@ -20,7 +20,6 @@ from typing import Any
 import newton
 import numpy as np
 import torch
-import warp as wp
 
 from pathgrad.envs.base import BatchedDifferentiableEnv, State
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
@@ -96,7 +95,6 @@ class NewtonEnv(BatchedDifferentiableEnv):
         if contacts:
             builder.add_ground_plane(cfg=self.ground_config())
         model = builder.finalize(device=str(torch.device(device)), requires_grad=True)
-        self._kinematics_state: Any = None
         self.simulation = NewtonSimulation(
             model,
             solver=solver,
@@ -221,14 +219,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
         pad = self.num_envs - num
         rows_q = torch.cat([joint_q.detach(), joint_q[:1].detach().expand(pad, -1)])
         rows_qd = torch.cat([joint_qd.detach(), joint_qd[:1].detach().expand(pad, -1)])
-        if self._kinematics_state is None:
-            self._kinematics_state = self.simulation.model.state(requires_grad=False)
-        state = self._kinematics_state
-        wp.to_torch(state.joint_q).copy_(rows_q.reshape(-1))
-        wp.to_torch(state.joint_qd).copy_(rows_qd.reshape(-1))
-        newton.eval_fk(self.simulation.model, state.joint_q, state.joint_qd, state)
-        body_q = wp.to_torch(state.body_q).reshape(self.num_envs, -1)[:num].clone()
-        body_qd = wp.to_torch(state.body_qd).reshape(self.num_envs, -1)[:num].clone()
+        body_q, body_qd = self.simulation.body_coordinates(rows_q, rows_qd)
+        body_q = body_q.view(self.num_envs, -1)[:num]
+        body_qd = body_qd.view(self.num_envs, -1)[:num]
         return {"body_q": body_q, "body_qd": body_qd}
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:

@@ -131,6 +131,10 @@ class NewtonSimulation:
             self._grad_kinematics_x = _view(kinematics.body_q.grad).reshape(-1)
             self._grad_kinematics_v = _view(kinematics.body_qd.grad).reshape(-1)
             self._kinematics_tape: Any = None
+            self._initial = initial = model.state(requires_grad=False)  # forward kinematics
+            self._initial_q, self._initial_qd = _view(initial.joint_q), _view(initial.joint_qd)
+            self._initial_x = _view(initial.body_q).reshape(-1)
+            self._initial_v = _view(initial.body_qd).reshape(-1)
 
     def _position(self, state: Any) -> Any:
         return state.body_q if self.maximal else state.joint_q
@@ -177,6 +181,10 @@ class NewtonSimulation:
         if self.maximal:
             final = self._states[-1]
             newton.eval_ik(self.model, final, final.joint_q, final.joint_qd)
+
+    def _forward_kinematics_operations(self) -> None:
+        initial = self._initial
+        newton.eval_fk(self.model, initial.joint_q, initial.joint_qd, initial)
 
     def _kinematics_adjoint_operations(self) -> None:
         """Inverse kinematics of ``_kinematics``'s bodies, backpropagated (joint adjoints set)."""
@@ -231,6 +239,15 @@ class NewtonSimulation:
         if self.maximal:
             return x_final, v_final, self._final_q.clone(), self._final_qd.clone(), inputs
         return x_final, v_final, inputs
+
+    def body_coordinates(
+        self, joint_q: torch.Tensor, joint_qd: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Body poses and twists (flat) of every world's joint coordinates (``semi_implicit``)."""
+        self._initial_q.copy_(joint_q.detach().reshape(-1))
+        self._initial_qd.copy_(joint_qd.detach().reshape(-1))
+        self._run("forward_kinematics", self._forward_kinematics_operations)
+        return self._initial_x.clone(), self._initial_v.clone()
 
     def backward(
         self,
