@@ -22,6 +22,7 @@ import time
 import torch
 
 import pathgrad
+from pathgrad.threads import use_num_threads
 
 GAMMA = 0.99
 LEARNING_RATE = 1e-3
@@ -75,6 +76,7 @@ def make_trainer(num_envs: int, window: int, seed: int, chunk_steps: int | None 
         segment_length=window,
         torch_compile=chunk_steps is not None,
         compile_chunk_steps=chunk_steps or 4,
+        num_threads=torch.get_num_threads(),  # the count the benchmark chose, for all
     )
     trainer = pathgrad.DifferentiableTrainer(cfg, env, policy, algorithm)
     trainer.collector.reset()
@@ -128,23 +130,28 @@ def main() -> None:
     parser.add_argument(
         "--chunk-steps", type=int, nargs="+", default=[4], help="compiled chunk sizes to time"
     )
+    parser.add_argument("--num-threads", default="auto", help="torch threads: N or auto")
     parser.add_argument("--quick", action="store_true", help="a few short runs (for tests)")
     args = parser.parse_args()
     if args.quick:
         args.updates, args.repeats, args.num_envs = 3, 2, [16]
+    setting = args.num_threads if args.num_threads == "auto" else int(args.num_threads)
     contenders = {"hand-written": hand_written_loop, "pathgrad": pathgrad_trainer}
     if args.compile:
         for chunk_steps in args.chunk_steps:
             contenders[f"pathgrad+compile (chunk {chunk_steps})"] = pathgrad_compiled(chunk_steps)
     print(
         f"PointMass, {args.window}-step windows, {args.updates} updates per run, median of "
-        f"{args.repeats} alternating runs, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads; env-steps/s (ratio to hand-written)"
+        f"{args.repeats} alternating runs, torch {torch.__version__}, threads "
+        f"{setting} (per batch size: " + ", ".join(
+            f"{n} envs {use_num_threads(setting, n)}" for n in args.num_envs
+        ) + "); env-steps/s (ratio to hand-written)"
     )
     print()
     print("| envs | " + " | ".join(contenders) + " |")
     print("|---:|" + "---:|" * len(contenders))
     for num_envs in args.num_envs:
+        use_num_threads(setting, num_envs)
         steps = num_envs * args.window * args.updates
         for run in contenders.values():  # warm-up: allocator, thread pool, lazy imports
             run(num_envs, args.window, 1, args.seed)

@@ -33,6 +33,8 @@ from pathgrad.run import RunDirectoryError
 
 __all__ = ["main"]
 
+THREADS_HELP = "torch threads (trainer.num_threads; auto: 1 below 4096 envs, else free CPUs)"
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -44,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("config", nargs="?", help="YAML config (omit for the default task)")
     train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.seed=3")
     train.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    train.add_argument("--num-threads", metavar="N|auto", help=THREADS_HELP)
     train.set_defaults(handler=command_train)
 
     resume = commands.add_parser("resume", help="continue a run from its latest checkpoint")
@@ -64,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         help="rewrite checkpoints/index.json from the checkpoint files first",
     )
     resume.add_argument("--quiet", action="store_true")
+    resume.add_argument("--num-threads", metavar="N|auto", help=THREADS_HELP)
     resume.set_defaults(handler=command_resume)
 
     evaluate = commands.add_parser("eval", help="evaluate a run or a checkpoint")

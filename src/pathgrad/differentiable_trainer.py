@@ -31,6 +31,7 @@ from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
 from pathgrad.rollout_checkpointing import checkpointed_complete_returns, supports_checkpointing
 from pathgrad.scalar_logging import ScalarSinks, train_scalars
+from pathgrad.threads import apply_num_threads, resolve_num_threads
 from pathgrad.trainer_config import DifferentiableTrainerCfg
 from pathgrad.trainer_evaluation import EvaluationMixin
 
@@ -92,6 +93,10 @@ class DifferentiableTrainer(EvaluationMixin):
                     "state_gradient_decay needs an env with a state_gradient_decay attribute."
                 )
             env.state_gradient_decay = cfg.state_gradient_decay
+        self.num_threads, self.num_threads_reason = resolve_num_threads(
+            cfg.num_threads, env.num_envs
+        )
+        apply_num_threads(self.num_threads)
         self.sinks = ScalarSinks(writer, use_wandb=cfg.use_wandb)
         self.cfg = cfg
         self.update_horizon = cfg.resolved_update_horizon

@@ -206,6 +206,7 @@ def build_run(config: RunConfig, run_dir: Path) -> RunObjects:
         if isinstance(error, ConfigError):
             raise
         raise ConfigError(str(error)) from error
+    config.trainer.num_threads = trainer.num_threads  # the run records the effective count
     trainer.checkpoint_extra["config"] = config.model_dump(mode="python")
     return RunObjects(env, eval_env, policy, algorithm, trainer)
 

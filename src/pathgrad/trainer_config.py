@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathgrad.threads import check_num_threads
 from pathgrad.utils import configclass
 
 __all__ = ["DifferentiableTrainerCfg"]
@@ -85,6 +86,7 @@ class DifferentiableTrainerCfg:
     best_eval_mode: str = "max"
     final_evaluation: bool = False
     history_length: int = 1000
+    num_threads: int | str = "auto"
 
     def validate(self) -> None:
         """Check every field; raise ``ValueError`` naming the first bad one."""
@@ -123,6 +125,7 @@ class DifferentiableTrainerCfg:
             raise ValueError("num_eval_episodes must be positive.")
         if not self.experiment_name:
             raise ValueError("experiment_name must not be empty.")
+        check_num_threads(self.num_threads)
 
     @property
     def resolved_update_horizon(self) -> int:

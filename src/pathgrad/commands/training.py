@@ -43,7 +43,7 @@ __all__ = ["command_resume", "command_train"]
 def command_train(args: argparse.Namespace) -> int:
     """``pathgrad train [CONFIG.yaml] [key=value ...]``."""
     config_path = args.config
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + _thread_overrides(args)
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides.insert(0, config_path)  # the first override, not a file
         config_path = None
@@ -68,7 +68,7 @@ def command_resume(args: argparse.Namespace) -> int:
         for directory in (run_dir, run_dir / "checkpoints"):
             remove_stale_temporaries(directory)
         saved = load_config(run_dir / CONFIG_FILE)
-        overrides = _budget_overrides(args)
+        overrides = _budget_overrides(args) + _thread_overrides(args)
         config = load_config(run_dir / CONFIG_FILE, overrides) if overrides else saved
         checkpoint = _checkpoint_to_resume(run_dir, args)
         objects = build_run(config, run_dir)
@@ -97,6 +97,10 @@ def _budget_overrides(args: argparse.Namespace) -> list[str]:
     if args.total_timesteps is not None:
         return [f"trainer.total_timesteps={args.total_timesteps}", "trainer.total_updates=null"]
     return []
+
+
+def _thread_overrides(args: argparse.Namespace) -> list[str]:
+    return [] if args.num_threads is None else [f"trainer.num_threads={args.num_threads}"]
 
 
 def _checkpoint_to_resume(run_dir: Path, args: argparse.Namespace) -> Path | None:
@@ -208,6 +212,8 @@ def _run_training(
                 print_every=config.logging.print_every_updates,
                 quiet=quiet,
             )
+            if not quiet:
+                print(f"torch threads: {trainer.num_threads} ({trainer.num_threads_reason})")
             trainer.callbacks[:] = [metrics, progress]
             trainer.interrupts.open()  # raises a signal that came during start-up
             trainer.train(**budget)

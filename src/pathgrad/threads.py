@@ -1,0 +1,88 @@
+"""How many intra-op threads torch uses in training: ``trainer.num_threads``.
+
+Small batches cannot use intra-op threads, and threads that share a core with
+another process slow a run down many times. Measured on a 2-core CPU with the
+minimal APG loop of ``benchmarks/overhead.py`` (PointMass, MLP 64x64), two
+threads against one: 0.89x at 64 envs, 0.98x at 1024, 1.09x at 4096, 1.50x at
+16384 on a quiet machine; 0.28x, 0.31x and 0.45x at 64, 1024 and 16384 envs
+with one core busy elsewhere. ``auto`` therefore uses one thread below
+:data:`THREADED_BATCH_ENVS` envs and, above it, only the cores that are free.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import torch
+
+__all__ = [
+    "THREADED_BATCH_ENVS",
+    "apply_num_threads",
+    "check_num_threads",
+    "free_cpus",
+    "resolve_num_threads",
+    "use_num_threads",
+]
+
+THREADED_BATCH_ENVS = 4096  # the measured crossover (between 1024 and 4096 envs)
+
+
+def free_cpus() -> int:
+    """CPUs this process may use, less the load of other processes (at least 1)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return max(1, cpus - int(load + 0.5))
+
+
+def check_num_threads(setting: object) -> None:
+    """Raise ``ValueError`` unless ``setting`` is ``auto`` or a positive integer."""
+    valid_int = isinstance(setting, int) and not isinstance(setting, bool) and setting > 0
+    if setting != "auto" and not valid_int:
+        raise ValueError(f"num_threads must be 'auto' or a positive integer, got {setting!r}.")
+
+
+def resolve_num_threads(
+    setting: int | str,
+    num_envs: int,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    free: int | None = None,
+) -> tuple[int, str]:
+    """The thread count for ``setting`` (a positive int or ``auto``) and why.
+
+    ``auto``: ``OMP_NUM_THREADS`` when it is set (the user's choice), else 1
+    below :data:`THREADED_BATCH_ENVS` envs, else the free CPUs.
+
+    Raises:
+        ValueError: If ``setting`` is neither ``auto`` nor a positive integer.
+    """
+    check_num_threads(setting)
+    if setting != "auto":
+        return int(setting), "set"
+    requested = environ.get("OMP_NUM_THREADS", "").strip()
+    if requested.isdigit() and int(requested) > 0:
+        return int(requested), "auto: OMP_NUM_THREADS"
+    if num_envs < THREADED_BATCH_ENVS:
+        return 1, f"auto: {num_envs} envs < {THREADED_BATCH_ENVS}"
+    cpus = free_cpus() if free is None else free
+    return cpus, f"auto: {num_envs} envs, {cpus} free CPUs"
+
+
+def apply_num_threads(threads: int) -> None:
+    """Set torch's intra-op thread count (only when it changes)."""
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def use_num_threads(setting: int | str, num_envs: int) -> int:
+    """Resolve ``setting`` for ``num_envs`` envs, apply it and return the count."""
+    threads, _ = resolve_num_threads(setting, num_envs)
+    apply_num_threads(threads)
+    return threads
