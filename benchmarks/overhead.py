@@ -8,9 +8,12 @@ second of each and their ratio to the hand-written (eager) loop, per batch
 size. ``--compile`` adds the trainer with ``torch_compile=True`` (policy and
 env step fused into compiled chunks of ``--chunk-steps`` steps; one contender
 per chunk size; compilation happens before timing and its seconds are printed).
+``--compare-threads 1 2`` times the hand-written loop at each thread count
+instead (where intra-op threads start to pay: ``pathgrad.threads``).
 
 Run: ``python benchmarks/overhead.py [--num-envs 16 64 1024] [--window 32]
-[--updates 60] [--repeats 7] [--compile [--chunk-steps 4 ...]] [--quick]``
+[--updates 60] [--repeats 7] [--compile [--chunk-steps 4 ...]]
+[--compare-threads 1 2] [--num-threads N|auto] [--quick]``
 """
 
 from __future__ import annotations
@@ -119,6 +122,16 @@ def pathgrad_compiled(chunk_steps: int):
     return run
 
 
+def with_threads(threads: int):
+    """A contender: the hand-written loop with ``threads`` intra-op threads."""
+
+    def run(num_envs: int, window: int, updates: int, seed: int) -> float:
+        torch.set_num_threads(threads)
+        return hand_written_loop(num_envs, window, updates, seed)
+
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 1024])
@@ -131,27 +144,41 @@ def main() -> None:
         "--chunk-steps", type=int, nargs="+", default=[4], help="compiled chunk sizes to time"
     )
     parser.add_argument("--num-threads", default="auto", help="torch threads: N or auto")
+    parser.add_argument(
+        "--compare-threads",
+        type=int,
+        nargs="+",
+        help="instead: the hand-written loop at each of these thread counts (ratio to the first)",
+    )
     parser.add_argument("--quick", action="store_true", help="a few short runs (for tests)")
     args = parser.parse_args()
     if args.quick:
         args.updates, args.repeats, args.num_envs = 3, 2, [16]
     setting = args.num_threads if args.num_threads == "auto" else int(args.num_threads)
     contenders = {"hand-written": hand_written_loop, "pathgrad": pathgrad_trainer}
-    if args.compile:
+    if args.compare_threads:
+        contenders = {f"{n} threads": with_threads(n) for n in args.compare_threads}
+    elif args.compile:
         for chunk_steps in args.chunk_steps:
             contenders[f"pathgrad+compile (chunk {chunk_steps})"] = pathgrad_compiled(chunk_steps)
+    threads = (
+        f"threads {' vs '.join(map(str, args.compare_threads))}"
+        if args.compare_threads
+        else f"threads {setting} (per batch size: "
+        + ", ".join(f"{n} envs {use_num_threads(setting, n)}" for n in args.num_envs)
+        + ")"
+    )
     print(
         f"PointMass, {args.window}-step windows, {args.updates} updates per run, median of "
-        f"{args.repeats} alternating runs, torch {torch.__version__}, threads "
-        f"{setting} (per batch size: " + ", ".join(
-            f"{n} envs {use_num_threads(setting, n)}" for n in args.num_envs
-        ) + "); env-steps/s (ratio to hand-written)"
+        f"{args.repeats} alternating runs, torch {torch.__version__}, {threads}; "
+        "env-steps/s (ratio to the first column)"
     )
     print()
     print("| envs | " + " | ".join(contenders) + " |")
     print("|---:|" + "---:|" * len(contenders))
     for num_envs in args.num_envs:
-        use_num_threads(setting, num_envs)
+        if not args.compare_threads:
+            use_num_threads(setting, num_envs)
         steps = num_envs * args.window * args.updates
         for run in contenders.values():  # warm-up: allocator, thread pool, lazy imports
             run(num_envs, args.window, 1, args.seed)
@@ -160,7 +187,7 @@ def main() -> None:
             for name, run in contenders.items():
                 rates[name].append(steps / run(num_envs, args.window, args.updates, args.seed))
         medians = {name: statistics.median(values) for name, values in rates.items()}
-        base = medians["hand-written"]
+        base = next(iter(medians.values()))
         cells = [f"{value:,.0f} ({value / base:.3f})" for value in medians.values()]
         print(f"| {num_envs} | " + " | ".join(cells) + " |")
     if COMPILE_SECONDS:

@@ -60,6 +60,17 @@ def test_overhead_benchmark_quick_mode_prints_the_ratio(tmp_path):
     assert "\n| 16 | " in output and "compile, 16 envs, chunk 2: " in output
 
 
+def test_overhead_benchmark_compares_thread_counts(tmp_path):
+    output = run_script(
+        str(ROOT / "benchmarks" / "overhead.py"),
+        *("--quick", "--compare-threads", "1", "2"),
+        cwd=tmp_path,
+    )
+    assert "threads 1 vs 2" in output and "| envs | 1 threads | 2 threads |" in output
+    row = next(line for line in output.splitlines() if line.startswith("| 16 | "))
+    assert "(1.000)" in row and float(row.rsplit("(", 1)[1].split(")")[0]) > 0
+
+
 def test_readme_python_example_runs(tmp_path):
     readme = (ROOT / "README.md").read_text()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]

@@ -1,12 +1,13 @@
 """How many intra-op threads torch uses in training: ``trainer.num_threads``.
 
 Small batches cannot use intra-op threads, and threads that share a core with
-another process slow a run down many times. Measured on a 2-core CPU with the
-minimal APG loop of ``benchmarks/overhead.py`` (PointMass, MLP 64x64), two
-threads against one: 0.89x at 64 envs, 0.98x at 1024, 1.09x at 4096, 1.50x at
-16384 on a quiet machine; 0.28x, 0.31x and 0.45x at 64, 1024 and 16384 envs
-with one core busy elsewhere. ``auto`` therefore uses one thread below
-:data:`THREADED_BATCH_ENVS` envs and, above it, only the cores that are free.
+another process slow a run down several times. Measured on a 2-core CPU with
+``python benchmarks/overhead.py --compare-threads 1 2`` (PointMass, MLP 64x64),
+two threads against one: 0.99x at 64 and 256 envs, 1.20x at 1024, 1.38x at 4096,
+1.48x at 16384 on a quiet machine; 0.27x, 0.27x and 0.44x at 64, 1024 and 16384
+envs with one core busy elsewhere. ``auto`` therefore uses one thread below
+:data:`THREADED_BATCH_ENVS` envs (a small gain is not worth the risk of a
+process that starts later) and, from there, only the cores that are free.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = [
     "use_num_threads",
 ]
 
-THREADED_BATCH_ENVS = 4096  # the measured crossover (between 1024 and 4096 envs)
+THREADED_BATCH_ENVS = 4096  # two threads gain 1.38x here, 1.20x at 1024 envs
 
 
 def free_cpus() -> int:
