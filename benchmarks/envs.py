@@ -17,7 +17,7 @@ import time
 import torch
 
 import pathgrad
-from pathgrad.threads import use_num_threads
+from pathgrad.threads import num_threads_argument, per_batch_size, use_num_threads
 
 WINDOW = 32
 
@@ -62,18 +62,18 @@ def main() -> None:
     parser.add_argument(
         "--module", action="append", default=[], help="import a module that registers envs"
     )
-    parser.add_argument("--num-threads", default="auto", help="torch threads: N or auto")
+    parser.add_argument(
+        "--num-threads", default="auto", type=num_threads_argument, help="torch threads: N or auto"
+    )
     parser.add_argument("--quick", action="store_true", help="one small batch, two windows")
     args = parser.parse_args()
-    setting = args.num_threads if args.num_threads == "auto" else int(args.num_threads)
+    setting = args.num_threads
     if args.quick:
         args.num_envs, args.windows = [8], 2
     pathgrad.env.import_env_modules(args.module)  # envs of installed plugins are known anyway
     names = args.envs or pathgrad.get_registered_learning_env_names()
     print(
-        f"torch {torch.__version__}, threads {setting} (per batch size: "
-        + ", ".join(f"{n} envs {use_num_threads(setting, n)}" for n in args.num_envs)
-        + "), float32, CPU; "
+        f"torch {torch.__version__}, {per_batch_size(setting, args.num_envs)}, float32, CPU; "
         f"median over {args.windows} windows of {WINDOW} steps; env-steps/s"
     )
     print()

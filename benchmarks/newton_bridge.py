@@ -22,7 +22,7 @@ import torch
 
 import pathgrad
 from pathgrad.envs.newton import NewtonAnt, NewtonCartPoleSwingUp
-from pathgrad.threads import use_num_threads
+from pathgrad.threads import num_threads_argument, per_batch_size, use_num_threads
 
 sys.path.insert(0, str(Path(__file__).parent))
 from envs import WINDOW, window_seconds  # noqa: E402 - the window of benchmarks/envs.py
@@ -67,16 +67,16 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--windows", type=int, default=10, help="windows per measurement")
     parser.add_argument("--ant", action="store_true", help="also NewtonAnt (slow)")
-    parser.add_argument("--num-threads", default="auto", help="torch threads: N or auto")
+    parser.add_argument(
+        "--num-threads", default="auto", type=num_threads_argument, help="torch threads: N or auto"
+    )
     parser.add_argument("--quick", action="store_true", help="one small batch, two windows")
     args = parser.parse_args()
-    setting = args.num_threads if args.num_threads == "auto" else int(args.num_threads)
+    setting = args.num_threads
     if args.quick:
         args.num_envs, args.windows = [4], 2
     print(
-        f"torch {torch.__version__}, threads {setting} (per batch size: "
-        + ", ".join(f"{n} envs {use_num_threads(setting, n)}" for n in args.num_envs)
-        + "), float32, CPU; "
+        f"torch {torch.__version__}, {per_batch_size(setting, args.num_envs)}, float32, CPU; "
         f"median over {args.windows} alternating windows of {WINDOW} steps; env-steps/s"
     )
     print()

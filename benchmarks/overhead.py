@@ -25,7 +25,7 @@ import time
 import torch
 
 import pathgrad
-from pathgrad.threads import use_num_threads
+from pathgrad.threads import num_threads_argument, per_batch_size, use_num_threads
 
 GAMMA = 0.99
 LEARNING_RATE = 1e-3
@@ -143,7 +143,9 @@ def main() -> None:
     parser.add_argument(
         "--chunk-steps", type=int, nargs="+", default=[4], help="compiled chunk sizes to time"
     )
-    parser.add_argument("--num-threads", default="auto", help="torch threads: N or auto")
+    parser.add_argument(
+        "--num-threads", default="auto", type=num_threads_argument, help="torch threads: N or auto"
+    )
     parser.add_argument(
         "--compare-threads",
         type=int,
@@ -154,7 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.updates, args.repeats, args.num_envs = 3, 2, [16]
-    setting = args.num_threads if args.num_threads == "auto" else int(args.num_threads)
+    setting = args.num_threads
     contenders = {"hand-written": hand_written_loop, "pathgrad": pathgrad_trainer}
     if args.compare_threads:
         contenders = {f"{n} threads": with_threads(n) for n in args.compare_threads}
@@ -164,9 +166,7 @@ def main() -> None:
     threads = (
         f"threads {' vs '.join(map(str, args.compare_threads))}"
         if args.compare_threads
-        else f"threads {setting} (per batch size: "
-        + ", ".join(f"{n} envs {use_num_threads(setting, n)}" for n in args.num_envs)
-        + ")"
+        else per_batch_size(setting, args.num_envs)
     )
     print(
         f"PointMass, {args.window}-step windows, {args.updates} updates per run, median of "

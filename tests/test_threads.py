@@ -69,3 +69,19 @@ def test_the_command_line_prints_and_records_the_effective_count(tmp_path):
         [PATHGRAD, "train", "--num-threads", "lots"], cwd=tmp_path, capture_output=True, text=True
     )
     assert bad.returncode == 2 and "num_threads must be 'auto' or a positive integer" in bad.stderr
+
+
+def test_the_benchmarks_option_parses_and_names_bad_values():
+    import argparse
+
+    from pathgrad.threads import num_threads_argument, per_batch_size
+
+    assert num_threads_argument("auto") == "auto" and num_threads_argument("2") == 2
+    for bad in ("0", "lots", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="num_threads must be 'auto'"):
+            num_threads_argument(bad)
+    before = torch.get_num_threads()
+    try:
+        assert per_batch_size(1, [64, 256]) == "threads 1 (per batch size: 64 envs 1, 256 envs 1)"
+    finally:
+        torch.set_num_threads(before)

@@ -12,8 +12,9 @@ process that starts later) and, from there, only the cores that are free.
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -22,6 +23,8 @@ __all__ = [
     "apply_num_threads",
     "check_num_threads",
     "free_cpus",
+    "num_threads_argument",
+    "per_batch_size",
     "resolve_num_threads",
     "use_num_threads",
 ]
@@ -87,3 +90,19 @@ def use_num_threads(setting: int | str, num_envs: int) -> int:
     threads, _ = resolve_num_threads(setting, num_envs)
     apply_num_threads(threads)
     return threads
+
+
+def num_threads_argument(text: str) -> int | str:
+    """``--num-threads`` of the benchmarks: ``auto`` or a positive integer."""
+    setting: int | str = int(text) if text.strip().isdigit() else text.strip()
+    try:
+        check_num_threads(setting)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+    return setting
+
+
+def per_batch_size(setting: int | str, sizes: Sequence[int]) -> str:
+    """``threads auto (per batch size: 64 envs 1, ...)``, applying each count once."""
+    counts = ", ".join(f"{n} envs {use_num_threads(setting, n)}" for n in sizes)
+    return f"threads {setting} (per batch size: {counts})"
