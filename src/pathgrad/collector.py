@@ -11,6 +11,7 @@ import torch
 from pathgrad.action_bounds import action_space_bounds, clamp_action
 from pathgrad.compiled_rollout import CompiledRolloutChunks
 from pathgrad.env import DifferentiableVecEnv
+from pathgrad.episodes import first_episode_mask
 from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
@@ -124,10 +125,7 @@ class DifferentiableRollout:
     def alive_mask(self) -> torch.Tensor:
         """``[T, N]``: true up to and including each env's first done."""
         dones = self.dones
-        if dones.shape[0] == 0:
-            return dones
-        finished_before = torch.cumsum(dones.to(torch.int32), dim=0) - dones.to(torch.int32)
-        return finished_before == 0
+        return dones if dones.shape[0] == 0 else first_episode_mask(dones)
 
 
 class DifferentiableCollector:

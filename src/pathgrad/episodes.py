@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["EpisodeTracker", "last_done_before", "restarting_discounts"]
+__all__ = ["EpisodeTracker", "first_episode_mask", "last_done_before", "restarting_discounts"]
 
 
 def last_done_before(dones: torch.Tensor) -> torch.Tensor:
@@ -25,6 +25,12 @@ def last_done_before(dones: torch.Tensor) -> torch.Tensor:
     done_steps = torch.where(dones, steps, torch.full_like(steps, -1))
     none_yet = torch.full((1, num_envs), -1, dtype=steps.dtype, device=dones.device)
     return torch.cat([none_yet, torch.cummax(done_steps, dim=0).values])
+
+
+def first_episode_mask(dones: torch.Tensor) -> torch.Tensor:
+    """``[T, N]``: true up to and including each env's first done in ``dones`` ``[T, N]``."""
+    done_counts = dones.to(torch.int32)
+    return torch.cumsum(done_counts, dim=0) - done_counts == 0
 
 
 def restarting_discounts(
@@ -79,15 +85,19 @@ class EpisodeTracker:
 
     def record(self, reward: torch.Tensor, done: torch.Tensor) -> None:
         """Store one step of every env."""
-        self._rewards.append(reward.detach())
-        self._dones.append(done.detach())
+        self.record_steps(reward.unsqueeze(0), done.unsqueeze(0))
+
+    def record_steps(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
+        """Store consecutive steps ``[T, N]`` of every env."""
+        self._rewards.append(rewards.detach())
+        self._dones.append(dones.detach())
 
     def flush(self) -> None:
         """Move the episodes finished since the last flush into the window."""
         if not self._dones:
             return
-        dones = torch.stack(self._dones)
-        rewards = torch.stack(self._rewards).to(torch.float64)
+        dones = torch.cat(self._dones)
+        rewards = torch.cat(self._rewards).to(torch.float64)
         self._rewards.clear()
         self._dones.clear()
         if not bool(dones.any()):
