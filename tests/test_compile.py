@@ -71,28 +71,60 @@ def test_fused_chunks_collect_what_the_eager_collector_collects():
     assert compiled_calls == [3, 3, 3, 3]
 
 
+def _apg_cfg(**fields):
+    from pathgrad.algo import APGCfg
+
+    return APGCfg(
+        optimizer={"name": "adam", "learning_rate": 1e-2, "kwargs": {"weight_decay": 0.1}},
+        lr_scheduler={"name": "linear", "kwargs": {"total_iters": 40, "end_factor": 0.5}},
+        **fields,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("settings", "fused"),
+    ("settings", "scope"),
     [
-        ({"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3}, True),
-        ({"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3, "algorithm": "shac"}, True),
-        ({}, False),
+        ({"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3}, "update"),
+        (
+            {
+                "action_adjoint_max_norm": 0.0,
+                "compile_chunk_steps": 3,
+                "compile_scope": "rollout",
+                "algorithm_cfg": _apg_cfg(ent_coef=0.01),
+            },
+            "rollout",
+        ),
+        (
+            {"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3, "algorithm": "shac"},
+            "rollout",
+        ),
+        ({}, "step"),
     ],
-    ids=["fused-chunks", "fused-chunks-shac", "per-step-with-adjoint-hooks"],
+    ids=["whole-update", "fused-chunks", "fused-chunks-shac", "per-step-with-adjoint-hooks"],
 )
-def test_torch_compile_gives_the_results_of_eager(tmp_path, settings, fused):
+def test_torch_compile_gives_the_results_of_eager(tmp_path, settings, scope):
     settings = {"dtype": "float64", "eval_frequency_steps": 0, **settings}
+    if scope == "update":  # entropy bonus, coupled weight decay, clipped actions too
+        settings.update(algorithm_cfg=_apg_cfg(ent_coef=0.01), clip_actions_to_space=True)
     eager = build_point_mass_trainer(tmp_path / "eager", **settings)
     eager.train(total_updates=3)
     compiled = build_point_mass_trainer(tmp_path / "compiled", torch_compile=True, **settings)
     compiled.train(total_updates=3)
-    assert (compiled.collector.compiled_chunks is not None) is fused
+    assert (compiled.compiled_update is not None) is (scope == "update")
+    assert (compiled.collector.compiled_chunks is not None) is (scope == "rollout")
     compiled_policy = hasattr(compiled.policy.action_from_noise, "_torchdynamo_orig_callable")
-    assert compiled_policy is not fused
+    assert compiled_policy is (scope == "step")
     for name, value in learning_state(eager).items():
         assert torch.allclose(value, learning_state(compiled)[name], rtol=1e-9, atol=1e-12), name
     assert list(compiled.ret_window) == pytest.approx(list(eager.ret_window), rel=1e-9)
+    for ours, theirs in zip(compiled.train_history, eager.train_history, strict=True):
+        for key in ("train/loss", "train/objective", "train/entropy", "train/grad_norm"):
+            assert ours[key] == pytest.approx(theirs[key], rel=1e-9), key
+        assert ours["train/learning_rate"] == theirs["train/learning_rate"]
+    assert compiled.algorithm.last_policy_entropy == pytest.approx(
+        eager.algorithm.last_policy_entropy, rel=1e-9
+    )
 
 
 def test_compile_chunk_steps_must_be_positive(tmp_path):

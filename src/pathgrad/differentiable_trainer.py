@@ -19,7 +19,8 @@ from pathgrad.collector import (
     DifferentiableRollout,
     DifferentiableTransition,
 )
-from pathgrad.compiled_rollout import supports_fused_steps
+from pathgrad.compilation import compile_training
+from pathgrad.compiled_update import CompiledAPGUpdate
 from pathgrad.env import (
     DifferentiableRolloutSpec,
     DifferentiableVecEnv,
@@ -120,8 +121,6 @@ class DifferentiableTrainer(EvaluationMixin):
             action_adjoint_max_norm=cfg.action_adjoint_max_norm,
             record_action_adjoint_stats=cfg.record_gradient_health,
         )
-        if cfg.torch_compile:
-            self._compile_rollouts(env, policy)
         algorithm.observation_transform = (
             observation_normalizer.normalize if observation_normalizer is not None else None
         )
@@ -144,17 +143,13 @@ class DifferentiableTrainer(EvaluationMixin):
         self.callbacks: list[Callable[[str, dict[str, float]], None]] = []
         self.checkpoint_extra: dict[str, Any] = {}
         self.interrupts = InterruptGate()
-
-    def _compile_rollouts(self, env: DifferentiableVecEnv, policy: Policy) -> None:
-        """Fused compiled chunks where possible, else compiled env step and policy network."""
-        if supports_fused_steps(env, policy) and not self.collector.needs_step_hooks:
-            self.collector.compile_chunks(self.cfg.compile_chunk_steps)
-            return
-        for owner, method in ((env, "compile_step"), (policy, "compile_networks")):
-            if not callable(getattr(owner, method, None)):
-                raise ValueError(f"torch_compile needs {type(owner).__name__}.{method}().")
-        env.compile_step()
-        policy.compile_networks()
+        self.compiled_update: CompiledAPGUpdate | None = None
+        self.compile_scope = "off"  # what torch_compile compiles, and why (compile_scope_reason)
+        self.compile_scope_reason = "trainer.torch_compile is false"
+        if cfg.torch_compile:
+            self.compile_scope, self.compile_scope_reason, self.compiled_update = (
+                compile_training(cfg, env, policy, algorithm, self.collector, self.episodes)
+            )
 
     @property
     def writer(self) -> SummaryWriter | None:
@@ -250,6 +245,8 @@ class DifferentiableTrainer(EvaluationMixin):
 
     def _segmented_update(self, update_steps: int) -> tuple[int, dict[str, float]]:
         """One TBPTT update: segments of ``segment_length`` steps, one optimizer step."""
+        if self.compiled_update is not None:
+            return update_steps, self.compiled_update.run(update_steps, self.interrupts.close)
         collected_steps = 0
         self.algorithm.begin_update()
         try:
@@ -468,6 +465,10 @@ class DifferentiableTrainer(EvaluationMixin):
             "eval_history": list(self.eval_history),
             "latest_checkpoint_path": self.latest_checkpoint_path,
             "best_checkpoint_path": self.best_checkpoint_path,
+            "compile_scope": self.compile_scope,
+            "first_compiled_update_seconds": (
+                None if self.compiled_update is None else self.compiled_update.first_update_seconds
+            ),
         }
 
     def _on_step(self, transition: DifferentiableTransition) -> None:

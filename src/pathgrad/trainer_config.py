@@ -26,13 +26,20 @@ class DifferentiableTrainerCfg:
         record_gradient_health: Record the action adjoint's mean and largest
             norm across the window and its fraction of non-finite rows every
             update (``train/action_adjoint_*``), without clipping.
-        torch_compile: Compile training rollouts with ``torch.compile``:
-            ``compile_chunk_steps`` steps (normalization, policy, env step) fused
-            into one compiled region (built-in envs and ``GaussianMLPPolicy``);
-            with per-step gradient hooks (action adjoint clipping or health
-            record, state-gradient decay) or other envs and policies, the env
-            step and policy network compiled separately (``compile_step``,
-            ``compile_networks``).
+        torch_compile: Compile training with ``torch.compile``, as much of it
+            as ``compile_scope`` allows: ``compile_chunk_steps`` steps
+            (normalization, policy, env step) fused into one compiled region
+            (built-in envs and ``GaussianMLPPolicy``); with per-step gradient
+            hooks (action adjoint clipping or health record, state-gradient
+            decay) or other envs and policies, the env step and policy network
+            compiled separately (``compile_step``, ``compile_networks``).
+        compile_scope: ``update`` (default): APG's whole segmented update
+            compiled, with the return and discount inside the chunks, their
+            backward, and the clip and Adam/AdamW step as one more compiled
+            program (no Python per step); where that cannot be (another
+            algorithm or optimizer, complete mode, per-step hooks) the trainer
+            says why and falls back to ``rollout``: compiled rollout chunks,
+            loss and optimizer eager.
         compile_chunk_steps: Steps fused into one compiled region; more fuse
             more work and take longer to compile.
         gradient_checkpointing: In complete mode, keep only every
@@ -69,7 +76,8 @@ class DifferentiableTrainerCfg:
     action_adjoint_max_norm: float = 0.0
     record_gradient_health: bool = False
     torch_compile: bool = False
-    compile_chunk_steps: int = 4
+    compile_scope: str = "update"
+    compile_chunk_steps: int = 8
     gradient_checkpointing: bool = False
     checkpoint_chunk_steps: int = 32
     state_gradient_decay: float = 1.0
@@ -107,6 +115,10 @@ class DifferentiableTrainerCfg:
             raise ValueError("action_adjoint_max_norm cannot be negative.")
         if not 0.0 < self.state_gradient_decay <= 1.0:
             raise ValueError("state_gradient_decay must be in (0, 1].")
+        if self.compile_scope not in {"update", "rollout"}:
+            raise ValueError(
+                f"compile_scope must be 'update' or 'rollout', got {self.compile_scope!r}."
+            )
         if self.compile_chunk_steps <= 0:
             raise ValueError("compile_chunk_steps must be positive.")
         if self.checkpoint_chunk_steps <= 0:

@@ -214,6 +214,9 @@ def _run_training(
             )
             if not quiet:
                 print(f"torch threads: {trainer.num_threads} ({trainer.num_threads_reason})")
+                if trainer.compile_scope != "off":
+                    scope, reason = trainer.compile_scope, trainer.compile_scope_reason
+                    print(f"torch.compile: {scope} ({reason})")
             trainer.callbacks[:] = [metrics, progress]
             trainer.interrupts.open()  # raises a signal that came during start-up
             trainer.train(**budget)
@@ -251,6 +254,9 @@ def _print_outcome(
             f"success rate {last.get('eval/success_rate', float('nan')):.2f}"
         )
     print(f"{status}: {trainer.num_updates} updates, {trainer.global_step:,} env steps")
+    compiled = getattr(trainer, "compiled_update", None)
+    if compiled is not None and compiled.first_update_seconds is not None:
+        print(f"first compiled update: {compiled.first_update_seconds:.1f} s (compile included)")
     print(f"run:        {run_dir}")
     print(f"checkpoint: {final}")
     if curve is not None:
