@@ -1,18 +1,21 @@
 """Trainer overhead: pathgrad's trainer against a minimal hand-written APG loop.
 
-Both do the same updates on the same env and policy (PointMass, Gaussian MLP,
-Adam, gradient clipping, discount restarted at done, state detached after each
-window), from the same seed. Runs alternate between the contenders so that
-machine noise hits them alike; the script prints the median env-steps per
-second of each and their ratio to the hand-written (eager) loop, per batch
-size. ``--compile`` adds the trainer with ``torch_compile=True`` (policy and
-env step fused into compiled chunks of ``--chunk-steps`` steps; one contender
-per chunk size; compilation happens before timing and its seconds are printed).
+Both do the same updates on the same env and policy (PointMass, or Pendulum
+with ``--env pendulum``; Gaussian MLP 64x64, Adam, gradient clipping, discount
+restarted at done, state detached after each window), from the same seed. Runs
+alternate between the contenders so that machine noise hits them alike; the
+script prints the median env-steps per second of each and their ratio to the
+hand-written (eager) loop, per batch size. ``--compile`` adds the trainer with
+``torch_compile=True``: per chunk size (``--chunk-steps``) and per ``--compile-
+scope`` (``update``: the whole update compiled; ``rollout``: policy and env
+step fused in compiled chunks, loss and optimizer eager) one contender;
+compilation happens before timing and its seconds are printed.
 ``--compare-threads 1 2`` times the hand-written loop at each thread count
 instead (where intra-op threads start to pay: ``pathgrad.threads``).
 
 Run: ``python benchmarks/overhead.py [--num-envs 16 64 1024] [--window 32]
-[--updates 60] [--repeats 7] [--compile [--chunk-steps 4 ...]]
+[--updates 60] [--repeats 7] [--env pendulum]
+[--compile [--chunk-steps 8 ...] [--compile-scope update rollout]]
 [--compare-threads 1 2] [--num-threads N|auto] [--quick]``
 """
 
@@ -32,11 +35,17 @@ LEARNING_RATE = 1e-3
 MAX_GRAD_NORM = 1.0
 
 
+ENVS = {"point_mass": "PointMass", "pendulum": "Pendulum"}
+ENV_NAME = "point_mass"  # set by --env
+
+
 def build(num_envs: int, seed: int):
     """Env and policy, identically seeded for both contenders."""
+    import pathgrad.envs
+
     torch.manual_seed(seed)
-    env = pathgrad.PointMass(num_envs, seed=seed)
-    policy = pathgrad.GaussianMLPPolicy(6, 2, hidden_sizes=(64, 64))
+    env = getattr(pathgrad.envs, ENVS[ENV_NAME])(num_envs, seed=seed)
+    policy = pathgrad.GaussianMLPPolicy(env.observation_dim, env.action_dim, hidden_sizes=(64, 64))
     return env, policy
 
 
@@ -64,7 +73,9 @@ def hand_written_loop(num_envs: int, window: int, updates: int, seed: int) -> fl
     return time.perf_counter() - start
 
 
-def make_trainer(num_envs: int, window: int, seed: int, chunk_steps: int | None = None):
+def make_trainer(
+    num_envs: int, window: int, seed: int, chunk_steps: int | None = None, scope: str = "update"
+):
     """The pathgrad trainer doing the same updates."""
     env, policy = build(num_envs, seed)
     algorithm = pathgrad.APG(
@@ -78,7 +89,8 @@ def make_trainer(num_envs: int, window: int, seed: int, chunk_steps: int | None 
     cfg = pathgrad.DifferentiableTrainerCfg(
         segment_length=window,
         torch_compile=chunk_steps is not None,
-        compile_chunk_steps=chunk_steps or 4,
+        compile_chunk_steps=chunk_steps or 8,
+        compile_scope=scope,
         num_threads=torch.get_num_threads(),  # the count the benchmark chose, for all
     )
     trainer = pathgrad.DifferentiableTrainer(cfg, env, policy, algorithm)
@@ -94,12 +106,12 @@ def pathgrad_trainer(num_envs: int, window: int, updates: int, seed: int) -> flo
     return time.perf_counter() - start
 
 
-_COMPILED: dict[tuple[int, int, int], pathgrad.DifferentiableTrainer] = {}
-COMPILE_SECONDS: dict[tuple[int, int], float] = {}
+_COMPILED: dict[tuple[int, int, int, str], pathgrad.DifferentiableTrainer] = {}
+COMPILE_SECONDS: dict[tuple[int, int, str], float] = {}
 
 
-def pathgrad_compiled(chunk_steps: int):
-    """A contender: the same updates with policy and env step fused in compiled chunks.
+def pathgrad_compiled(chunk_steps: int, scope: str):
+    """A contender: the same updates compiled (``scope``: the update, or rollout chunks).
 
     One trainer per batch size is compiled (two updates: forward and backward
     graphs, with and without a graph-connected input) before any timing, then
@@ -108,12 +120,12 @@ def pathgrad_compiled(chunk_steps: int):
     """
 
     def run(num_envs: int, window: int, updates: int, seed: int) -> float:
-        key = (num_envs, window, chunk_steps)
+        key = (num_envs, window, chunk_steps, scope)
         if key not in _COMPILED:
             start = time.perf_counter()
-            _COMPILED[key] = make_trainer(num_envs, window, seed, chunk_steps)
+            _COMPILED[key] = make_trainer(num_envs, window, seed, chunk_steps, scope)
             _COMPILED[key].train(total_updates=2)
-            COMPILE_SECONDS[(num_envs, chunk_steps)] = time.perf_counter() - start
+            COMPILE_SECONDS[(num_envs, chunk_steps, scope)] = time.perf_counter() - start
         trainer = _COMPILED[key]
         start = time.perf_counter()
         trainer.train(total_updates=trainer.num_updates + updates)
@@ -133,15 +145,24 @@ def with_threads(threads: int):
 
 
 def main() -> None:
+    global ENV_NAME
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 1024])
+    parser.add_argument("--env", default=ENV_NAME, choices=sorted(ENVS), help="the dynamics")
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--updates", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true", help="add the torch.compile path")
     parser.add_argument(
-        "--chunk-steps", type=int, nargs="+", default=[4], help="compiled chunk sizes to time"
+        "--chunk-steps", type=int, nargs="+", default=[8], help="compiled chunk sizes to time"
+    )
+    parser.add_argument(
+        "--compile-scope",
+        nargs="+",
+        default=["update"],
+        choices=["update", "rollout"],
+        help="what --compile compiles: the whole update, or rollout chunks",
     )
     parser.add_argument(
         "--num-threads", default="auto", type=num_threads_argument, help="torch threads: N or auto"
@@ -154,6 +175,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="a few short runs (for tests)")
     args = parser.parse_args()
+    ENV_NAME = args.env
     if args.quick:
         args.updates, args.repeats, args.num_envs = 3, 2, [16]
     setting = args.num_threads
@@ -161,15 +183,18 @@ def main() -> None:
     if args.compare_threads:
         contenders = {f"{n} threads": with_threads(n) for n in args.compare_threads}
     elif args.compile:
-        for chunk_steps in args.chunk_steps:
-            contenders[f"pathgrad+compile (chunk {chunk_steps})"] = pathgrad_compiled(chunk_steps)
+        for scope in args.compile_scope:
+            for chunk_steps in args.chunk_steps:
+                contenders[f"compiled {scope} (chunk {chunk_steps})"] = pathgrad_compiled(
+                    chunk_steps, scope
+                )
     threads = (
         f"threads {' vs '.join(map(str, args.compare_threads))}"
         if args.compare_threads
         else per_batch_size(setting, args.num_envs)
     )
     print(
-        f"PointMass, {args.window}-step windows, {args.updates} updates per run, median of "
+        f"{ENVS[args.env]}, {args.window}-step windows, {args.updates} updates per run, median of "
         f"{args.repeats} alternating runs, torch {torch.__version__}, {threads}; "
         "env-steps/s (ratio to the first column)"
     )
@@ -192,8 +217,8 @@ def main() -> None:
         print(f"| {num_envs} | " + " | ".join(cells) + " |")
     if COMPILE_SECONDS:
         print()
-        for (num_envs, chunk_steps), seconds in COMPILE_SECONDS.items():
-            print(f"compile, {num_envs} envs, chunk {chunk_steps}: {seconds:.1f} s")
+        for (num_envs, chunk_steps, scope), seconds in COMPILE_SECONDS.items():
+            print(f"compile {scope}, {num_envs} envs, chunk {chunk_steps}: {seconds:.1f} s")
 
 
 if __name__ == "__main__":

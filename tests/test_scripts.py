@@ -56,8 +56,8 @@ def test_overhead_benchmark_quick_mode_prints_the_ratio(tmp_path):
         *("--quick", "--compile", "--chunk-steps", "2"),
         cwd=tmp_path,
     )
-    assert "| envs | hand-written | pathgrad | pathgrad+compile (chunk 2) |" in output
-    assert "\n| 16 | " in output and "compile, 16 envs, chunk 2: " in output
+    assert "| envs | hand-written | pathgrad | compiled update (chunk 2) |" in output
+    assert "\n| 16 | " in output and "compile update, 16 envs, chunk 2: " in output
 
 
 def test_overhead_benchmark_compares_thread_counts(tmp_path):
