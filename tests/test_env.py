@@ -66,3 +66,27 @@ def test_registry_rejects_unknown_names_and_duplicates():
 
         env_module._REGISTRY.pop("testscalarenv")
         env_module._DISPLAY_NAMES.pop("testscalarenv")
+
+
+def test_step_info_is_computed_when_read_and_equals_the_transition_extras():
+    from pathgrad.envs.base import StepInfo
+
+    env = PointMass(3, dtype="float64", max_episode_steps=2, seed=0)
+    twin = PointMass(3, dtype="float64", max_episode_steps=2, seed=0)
+    action = torch.full((3, 2), 0.5, dtype=torch.float64, requires_grad=True)
+    for _ in range(2):  # the second step resets every row
+        *_, info = env.step(action)
+        expected = twin.transition(twin.state, action, twin.draw_reset_states(), twin.elapsed_steps)
+        twin.state, twin.elapsed_steps = expected[6], expected[7]
+        assert isinstance(info, StepInfo) and not info._values
+        assert "metrics" in info and set(info) == {"final_observation", "metrics"}
+        assert not info._values  # membership and keys compute nothing
+        assert torch.equal(info["final_observation"], expected[4])
+        assert info["metrics"].keys() == expected[5].keys()
+        for key, value in expected[5].items():
+            assert torch.equal(info["metrics"][key], value), key
+        assert dict(info).keys() == {"final_observation", "metrics"}
+        with pytest.raises(KeyError):
+            info["other"]
+    (gradient,) = torch.autograd.grad(info["final_observation"].sum(), action)
+    assert gradient.abs().sum() > 0  # the lazily computed entry keeps the graph

@@ -10,7 +10,13 @@ import numpy as np
 import torch
 from gymnasium.spaces import Box
 
-__all__ = ["BatchedDifferentiableEnv", "State", "check_constants", "resolve_dtype"]
+__all__ = [
+    "BatchedDifferentiableEnv",
+    "State",
+    "StepInfo",
+    "check_constants",
+    "resolve_dtype",
+]
 
 State = dict[str, torch.Tensor]
 
@@ -180,18 +186,10 @@ class BatchedDifferentiableEnv(ABC):
                 for key, value in state.items()
             }
         fresh = self.draw_reset_states()
-        (
-            observation,
-            reward,
-            terminated,
-            truncated,
-            final_observation,
-            metrics,
-            self.state,
-            self.elapsed_steps,
-        ) = self.transition(state, action, fresh, self.elapsed_steps)
-        info = {"final_observation": final_observation, "metrics": metrics}
-        return observation, reward, terminated, truncated, info
+        observation, reward, terminated, truncated, next_state, self.state, self.elapsed_steps = (
+            self._advance(state, action, fresh, self.elapsed_steps)
+        )
+        return observation, reward, terminated, truncated, StepInfo(self, next_state)
 
     def draw_reset_states(self) -> State:
         """Initial states of every row, drawn from the env's generator.
@@ -208,46 +206,59 @@ class BatchedDifferentiableEnv(ABC):
         fresh: State,
         elapsed_steps: torch.Tensor,
     ) -> tuple[Any, ...]:
-        """One batched step as a pure tensor function (what :meth:`compile_step` compiles).
+        """One batched step as a pure tensor function (what compiled rollouts trace).
 
         Returns observation, reward, terminated, truncated, final observation,
         metrics, the next state (finished rows replaced by ``fresh``) and the
         next step counters. :meth:`step` is ``transition(state, action,
-        draw_reset_states(), elapsed_steps)``, keeping the next state and counters.
+        draw_reset_states(), elapsed_steps)``, keeping the next state and
+        counters, with the final observation and metrics computed only when its
+        ``info`` is read (:class:`StepInfo`).
         """
+        observation, reward, terminated, truncated, next_state, merged, elapsed_steps = (
+            self._advance(state, action, fresh, elapsed_steps)
+        )
+        return (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            self._observe(next_state),
+            self._metrics(next_state),
+            merged,
+            elapsed_steps,
+        )
+
+    def _advance(
+        self,
+        state: State,
+        action: torch.Tensor,
+        fresh: State,
+        elapsed_steps: torch.Tensor,
+    ) -> tuple[Any, ...]:
+        """The step without its extras: observation, reward, flags, state before and after reset."""
         next_state = self._dynamics(state, action)
         reward = self._reward(state, action, next_state)
         terminated = self._terminated(next_state)
         elapsed_steps = elapsed_steps + 1
         truncated = elapsed_steps >= self.max_episode_steps
         done = terminated | truncated
-        final_observation = self._observe(next_state)
-        metrics = self._metrics(next_state)
         merged = {
             key: torch.where(_rows(done, value), fresh[key], value)
             for key, value in next_state.items()
         }
         elapsed_steps = torch.where(done, torch.zeros_like(elapsed_steps), elapsed_steps)
         observation = self._observe(merged)
-        return (
-            observation,
-            reward,
-            terminated,
-            truncated,
-            final_observation,
-            metrics,
-            merged,
-            elapsed_steps,
-        )
+        return observation, reward, terminated, truncated, next_state, merged, elapsed_steps
 
     def compile_step(self, **compile_kwargs: Any) -> None:
         """Compile the step's tensor work with ``torch.compile`` (fused kernels).
 
-        Sampling and the state-gradient decay stay eager; results equal the
-        eager step's up to floating-point reassociation.
+        Sampling, the state-gradient decay and the ``info`` extras stay eager;
+        results equal the eager step's up to floating-point reassociation.
         """
         compile_kwargs.setdefault("dynamic", False)
-        self.transition = torch.compile(self.transition, **compile_kwargs)
+        self._advance = torch.compile(self._advance, **compile_kwargs)
 
     def detach_state(self) -> torch.Tensor:
         """Cut the graph of the carried state and return the current observation."""
@@ -288,6 +299,44 @@ class BatchedDifferentiableEnv(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release here
         """Release resources (none are held)."""
+
+
+class StepInfo(Mapping[str, Any]):
+    """``info`` of :meth:`BatchedDifferentiableEnv.step`, its entries computed when first read.
+
+    ``final_observation`` (the observation before any reset, graph kept) and
+    ``metrics`` are functions of the state the step reached; training with
+    APG reads neither, so an eager step does not pay for them.
+    """
+
+    _KEYS = ("final_observation", "metrics")
+
+    def __init__(self, env: BatchedDifferentiableEnv, next_state: State) -> None:
+        self._env = env
+        self._next_state = next_state
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._values:
+            if key == "final_observation":
+                self._values[key] = self._env._observe(self._next_state)
+            elif key == "metrics":
+                self._values[key] = self._env._metrics(self._next_state)
+            else:
+                raise KeyError(key)
+        return self._values[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._KEYS
+
+    def __iter__(self):
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
+
+    def __repr__(self) -> str:
+        return f"StepInfo({dict(self)!r})"
 
 
 def _decay_gradient(value: torch.Tensor, factor: float) -> torch.Tensor:
