@@ -8,7 +8,7 @@ from torch.distributions import Normal, TanhTransform, TransformedDistribution
 from torch.distributions.transforms import AffineTransform
 
 from pathgrad.envs import PointMass
-from pathgrad.policies import GaussianMLPPolicy
+from pathgrad.policies import GaussianMLPPolicy, PolicyOutput
 
 
 def make_policy(**kwargs) -> GaussianMLPPolicy:
@@ -83,3 +83,29 @@ def test_constructor_validation():
         GaussianMLPPolicy(2, 1, squash=True, action_low=float("-inf"))
     with pytest.raises(ValueError, match="action_high must exceed action_low"):
         GaussianMLPPolicy(2, 1, squash=True, action_low=1.0, action_high=1.0)
+
+
+@pytest.mark.parametrize("squash", [False, True])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_lazy_outputs_equal_the_computed_ones_and_are_computed_only_when_read(
+    squash, deterministic
+):
+    policy = make_policy(squash=squash)
+    obs = torch.randn(4, 3, dtype=torch.float64)
+    torch.manual_seed(5)
+    lazy = policy.get_differentiable_action(obs, deterministic=deterministic)
+    torch.manual_seed(5)
+    eager = policy.action_from_noise(obs, policy.sample_noise(obs, deterministic))
+    assert isinstance(lazy, PolicyOutput) and not isinstance(eager, PolicyOutput)
+    assert set(lazy) == set(eager) and len(lazy) == 4 and "log_prob" in lazy
+    assert set(lazy._deferred) == {"log_prob", "entropy"}  # nothing computed by `in`
+    for key, value in eager.items():
+        assert torch.equal(lazy[key], value), key
+    assert not lazy._deferred
+    lazy["log_prob"] = torch.zeros(4)
+    assert torch.equal(lazy["log_prob"], torch.zeros(4))
+    fresh = policy.get_differentiable_action(obs)
+    fresh["entropy"] = torch.ones(4)  # replaces a deferred entry without computing it
+    assert torch.equal(fresh["entropy"], torch.ones(4)) and len(fresh) == 4
+    del fresh["log_prob"]
+    assert "log_prob" not in fresh and len(fresh) == 3

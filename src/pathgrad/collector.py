@@ -14,7 +14,7 @@ from pathgrad.env import DifferentiableVecEnv
 from pathgrad.episodes import first_episode_mask
 from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
 from pathgrad.normalization import RunningObservationNormalizer
-from pathgrad.policies import Policy
+from pathgrad.policies import Policy, PolicyOutput
 
 __all__ = [
     "DifferentiableCollector",
@@ -248,9 +248,11 @@ class DifferentiableCollector:
                 if self.observation_normalizer is None
                 else self.observation_normalizer.normalize(observation)
             )
-            policy_output = dict(
-                self.policy.get_differentiable_action(policy_input, deterministic=deterministic)
+            policy_output = self.policy.get_differentiable_action(
+                policy_input, deterministic=deterministic
             )
+            if not isinstance(policy_output, PolicyOutput):
+                policy_output = dict(policy_output)  # the collector may replace ``action``
             action = policy_output["action"]
             if self.action_bounds is not None:
                 action = clamp_action(action, self.action_bounds)

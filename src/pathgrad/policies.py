@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 from abc import ABCMeta, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ACTIVATIONS", "GaussianMLPPolicy", "Policy"]
+__all__ = ["ACTIVATIONS", "GaussianMLPPolicy", "Policy", "PolicyOutput"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "elu": nn.ELU,
@@ -129,9 +129,13 @@ class GaussianMLPPolicy(Policy):
 
     def get_differentiable_action(
         self, obs: torch.Tensor, deterministic: bool = False
-    ) -> dict[str, torch.Tensor]:
-        """Sample ``mean + std * noise`` (squashed if configured), keeping the graph."""
-        return self.action_from_noise(obs, self.sample_noise(obs, deterministic))
+    ) -> PolicyOutput:
+        """Sample ``mean + std * noise`` (squashed if configured), keeping the graph.
+
+        ``log_prob`` and ``entropy`` are computed when first read (APG reads
+        neither's graph), so an eager step pays only for the action.
+        """
+        return self.action_from_noise(obs, self.sample_noise(obs, deterministic), lazy=True)
 
     def sample_noise(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor | None:
         """Standard normal noise for ``obs`` from torch's global RNG; ``None`` if deterministic.
@@ -144,30 +148,87 @@ class GaussianMLPPolicy(Policy):
         return torch.randn(shape, dtype=self.log_std.dtype, device=obs.device)
 
     def action_from_noise(
-        self, obs: torch.Tensor, noise: torch.Tensor | None
+        self, obs: torch.Tensor, noise: torch.Tensor | None, *, lazy: bool = False
     ) -> dict[str, torch.Tensor]:
         """Action, log-probability, entropy and mean for given noise (``None``: the mean).
 
         A pure function of its inputs and the parameters (the deterministic half
         of :meth:`get_differentiable_action`), so it can be compiled or fused.
+        With ``lazy`` the result is a :class:`PolicyOutput` whose ``log_prob``
+        and ``entropy`` are computed when first read.
         """
         mean = self.mean_net(obs)
         log_std = self.log_std.expand_as(mean)
-        if noise is None:
-            noise = torch.zeros_like(mean)
-            pre_squash = mean
+        pre_squash = mean if noise is None else mean + log_std.exp() * noise
+
+        def log_prob() -> torch.Tensor:
+            standard = torch.zeros_like(mean) if noise is None else noise
+            gaussian = (-0.5 * standard.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+            if not self.squash:
+                return gaussian
+            # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
+            log_det = 2.0 * (
+                math.log(2.0) - pre_squash - nn.functional.softplus(-2.0 * pre_squash)
+            )
+            return gaussian - (log_det + self.action_half_range.log()).sum(-1)
+
+        def entropy() -> torch.Tensor:
+            return (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1)
+
+        if self.squash:
+            values = {
+                "action": self.action_center + self.action_half_range * torch.tanh(pre_squash),
+                "mean": self.action_center + self.action_half_range * torch.tanh(mean),
+            }
         else:
-            pre_squash = mean + log_std.exp() * noise
-        log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1)
-        if not self.squash:
-            return {"action": pre_squash, "log_prob": log_prob, "entropy": entropy, "mean": mean}
-        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
-        log_det = 2.0 * (math.log(2.0) - pre_squash - nn.functional.softplus(-2.0 * pre_squash))
-        log_prob = log_prob - (log_det + self.action_half_range.log()).sum(-1)
+            values = {"action": pre_squash, "mean": mean}
+        if lazy:
+            return PolicyOutput(values, {"log_prob": log_prob, "entropy": entropy})
         return {
-            "action": self.action_center + self.action_half_range * torch.tanh(pre_squash),
-            "log_prob": log_prob,
-            "entropy": entropy,
-            "mean": self.action_center + self.action_half_range * torch.tanh(mean),
+            "action": values["action"],
+            "log_prob": log_prob(),
+            "entropy": entropy(),
+            "mean": values["mean"],
         }
+
+
+class PolicyOutput(MutableMapping[str, torch.Tensor]):
+    """A policy's outputs; the entries given as functions are computed when first read.
+
+    Behaves as the dict of :meth:`Policy.get_differentiable_action`: every key
+    is present (``in`` and iteration do not compute anything), and an entry can
+    be replaced (the collector replaces ``action`` by its clamped value).
+    """
+
+    def __init__(
+        self,
+        values: dict[str, torch.Tensor],
+        deferred: dict[str, Callable[[], torch.Tensor]],
+    ) -> None:
+        self._values = dict(values)
+        self._deferred = dict(deferred)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        if key not in self._values:
+            self._values[key] = self._deferred.pop(key)()
+        return self._values[key]
+
+    def __setitem__(self, key: str, value: torch.Tensor) -> None:
+        self._deferred.pop(key, None)
+        self._values[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key in self._deferred:
+            del self._deferred[key]
+        else:
+            del self._values[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values or key in self._deferred
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._values
+        yield from (key for key in self._deferred if key not in self._values)
+
+    def __len__(self) -> int:
+        return len(self._values) + len(self._deferred)
