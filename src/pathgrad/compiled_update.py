@@ -193,8 +193,8 @@ class CompiledAPGUpdate:
                 observation, state, elapsed, discount, returns, entropy_returns,
                 noises, resets, normalization,
             )  # fmt: skip
-            observations.append(chunk_observations.detach())
-            rewards.append(chunk_rewards.detach())
+            observations.append(chunk_observations)
+            rewards.append(chunk_rewards)
             dones.append(chunk_dones)
             entropy_sum = entropy_sum + chunk_entropy.detach().to(torch.float64)
             done_steps += count
@@ -266,8 +266,8 @@ class CompiledAPGUpdate:
             discount,
             returns,
             entropy_returns,
-            torch.stack(observations),
-            torch.stack(rewards),
+            torch.stack(observations).detach(),  # bookkeeping: no tangents in backward
+            torch.stack(rewards).detach(),
             torch.stack(dones),
             torch.stack(entropies).sum(),
         )
