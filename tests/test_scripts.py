@@ -50,6 +50,22 @@ def test_example_refuses_to_overwrite_a_run(tmp_path):
 
 
 @pytest.mark.slow
+def test_side_by_side_benchmark_quick_mode_prints_every_contender(tmp_path):
+    output = run_script(
+        str(ROOT / "benchmarks" / "side_by_side.py"),
+        *("--quick", "--no-brax", "--chunk-steps", "2", "--plot", str(tmp_path / "plot.png")),
+        cwd=tmp_path,
+    )
+    header = (
+        "| envs | minimal PyTorch loop | hand-written loop on pathgrad's env and policy "
+        "| pathgrad eager | pathgrad compiled rollout | pathgrad compiled update |"
+    )
+    assert header in output and "\n| 16 | " in output
+    assert "torch.compile update, 16 envs, 2-step chunks: " in output
+    assert (tmp_path / "plot.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
 def test_overhead_benchmark_quick_mode_prints_the_ratio(tmp_path):
     output = run_script(
         str(ROOT / "benchmarks" / "overhead.py"),
