@@ -98,13 +98,15 @@ def test_lazy_outputs_equal_the_computed_ones_and_are_computed_only_when_read(
     eager = policy.action_from_noise(obs, policy.sample_noise(obs, deterministic))
     assert isinstance(lazy, PolicyOutput) and not isinstance(eager, PolicyOutput)
     assert set(lazy) == set(eager) and len(lazy) == 4 and "log_prob" in lazy
-    assert set(lazy._deferred) == {"log_prob", "entropy"}  # nothing computed by `in`
+    deferred = {"log_prob", "entropy", *(["mean"] if squash else [])}
+    assert set(lazy._deferred) == deferred  # nothing computed by `in`
     for key, value in eager.items():
         assert torch.equal(lazy[key], value), key
     assert not lazy._deferred
     lazy["log_prob"] = torch.zeros(4)
     assert torch.equal(lazy["log_prob"], torch.zeros(4))
     fresh = policy.get_differentiable_action(obs)
+    assert set(fresh._values) == {"action", *([] if squash else ["mean"])}
     fresh["entropy"] = torch.ones(4)  # replaces a deferred entry without computing it
     assert torch.equal(fresh["entropy"], torch.ones(4)) and len(fresh) == 4
     del fresh["log_prob"]

@@ -39,9 +39,6 @@ from pathgrad.normalization import apply_normalization
 
 __all__ = ["CompiledAPGUpdate", "compiled_update_blockers"]
 
-_ADAM_KWARGS = {"betas", "eps", "weight_decay", "foreach", "fused", "capturable"}
-
-
 def compiled_update_blockers(
     algorithm: Any, env: Any, policy: Any, collector: Any, rollout_mode: str
 ) -> list[str]:

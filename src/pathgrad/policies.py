@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -100,6 +100,7 @@ class GaussianMLPPolicy(Policy):
             raise ValueError("squash needs finite action_low and action_high.")
         if self.squash and not bool((high > low).all()):
             raise ValueError("action_high must exceed action_low.")
+        self._networks_compiled = False
         self.register_buffer("action_center", (high + low) / 2)
         self.register_buffer("action_half_range", (high - low) / 2)
 
@@ -122,6 +123,7 @@ class GaussianMLPPolicy(Policy):
         """
         compile_kwargs.setdefault("dynamic", False)
         self.action_from_noise = torch.compile(self.action_from_noise, **compile_kwargs)
+        self._networks_compiled = True
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action."""
@@ -129,13 +131,17 @@ class GaussianMLPPolicy(Policy):
 
     def get_differentiable_action(
         self, obs: torch.Tensor, deterministic: bool = False
-    ) -> PolicyOutput:
+    ) -> Mapping[str, torch.Tensor]:
         """Sample ``mean + std * noise`` (squashed if configured), keeping the graph.
 
-        ``log_prob`` and ``entropy`` are computed when first read (APG reads
-        neither's graph), so an eager step pays only for the action.
+        ``log_prob``, ``entropy`` (and a squashed ``mean``) are computed when
+        first read (a :class:`PolicyOutput`; APG training reads only the
+        action's graph), so an eager step pays for the action alone.
         """
-        return self.action_from_noise(obs, self.sample_noise(obs, deterministic), lazy=True)
+        noise = self.sample_noise(obs, deterministic)
+        if getattr(self, "_networks_compiled", False):  # compiled: tensors, not functions
+            return self.action_from_noise(obs, noise)
+        return self.action_from_noise(obs, noise, lazy=True)
 
     def sample_noise(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor | None:
         """Standard normal noise for ``obs`` from torch's global RNG; ``None`` if deterministic.
@@ -175,20 +181,23 @@ class GaussianMLPPolicy(Policy):
         def entropy() -> torch.Tensor:
             return (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1)
 
+        def squashed_mean() -> torch.Tensor:
+            return self.action_center + self.action_half_range * torch.tanh(mean)
+
         if self.squash:
-            values = {
-                "action": self.action_center + self.action_half_range * torch.tanh(pre_squash),
-                "mean": self.action_center + self.action_half_range * torch.tanh(mean),
-            }
+            action = self.action_center + self.action_half_range * torch.tanh(pre_squash)
         else:
-            values = {"action": pre_squash, "mean": mean}
+            action = pre_squash
         if lazy:
-            return PolicyOutput(values, {"log_prob": log_prob, "entropy": entropy})
+            deferred = {"log_prob": log_prob, "entropy": entropy}
+            if self.squash:
+                return PolicyOutput({"action": action}, {**deferred, "mean": squashed_mean})
+            return PolicyOutput({"action": action, "mean": mean}, deferred)
         return {
-            "action": values["action"],
+            "action": action,
             "log_prob": log_prob(),
             "entropy": entropy(),
-            "mean": values["mean"],
+            "mean": squashed_mean() if self.squash else mean,
         }
 
 
