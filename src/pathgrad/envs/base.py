@@ -116,9 +116,21 @@ class BatchedDifferentiableEnv(ABC):
     def _observe(self, state: State) -> torch.Tensor:
         """Observation ``[N, observation_dim]`` of ``state``."""
 
+    def _dynamics_and_reward(
+        self, state: State, action: torch.Tensor
+    ) -> tuple[State, torch.Tensor]:
+        """Next state and reward; override to share work between the two hooks."""
+        next_state = self._dynamics(state, action)
+        return next_state, self._reward(state, action, next_state)
+
     def _terminated(self, state: State) -> torch.Tensor:
         """Rows whose episode ended in ``state``; none by default."""
         return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+
+    @property
+    def _can_terminate(self) -> bool:
+        """Whether :meth:`_terminated` is overridden (else only the time limit ends episodes)."""
+        return type(self)._terminated is not BatchedDifferentiableEnv._terminated
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         """Per-env evaluation metrics of ``state``; none by default."""
@@ -237,12 +249,11 @@ class BatchedDifferentiableEnv(ABC):
         elapsed_steps: torch.Tensor,
     ) -> tuple[Any, ...]:
         """The step without its extras: observation, reward, flags, state before and after reset."""
-        next_state = self._dynamics(state, action)
-        reward = self._reward(state, action, next_state)
+        next_state, reward = self._dynamics_and_reward(state, action)
         terminated = self._terminated(next_state)
         elapsed_steps = elapsed_steps + 1
         truncated = elapsed_steps >= self.max_episode_steps
-        done = terminated | truncated
+        done = terminated | truncated if self._can_terminate else truncated
         merged = {
             key: torch.where(_rows(done, value), fresh[key], value)
             for key, value in next_state.items()
@@ -350,7 +361,7 @@ def _decay_gradient(value: torch.Tensor, factor: float) -> torch.Tensor:
 
 def _rows(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """Broadcast a row mask ``[N]`` against ``like`` ``[N, ...]``."""
-    return mask.view((-1,) + (1,) * (like.ndim - 1))
+    return mask if like.ndim == 1 else mask.view((-1,) + (1,) * (like.ndim - 1))
 
 
 def _reset_mask(

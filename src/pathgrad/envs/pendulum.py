@@ -100,15 +100,27 @@ class Pendulum(BatchedDifferentiableEnv):
             torque = torque.to(torch.float32)
         return torch.clamp(torque, -self.max_torque, self.max_torque)
 
+    def _dynamics_and_reward(
+        self, state: State, action: torch.Tensor
+    ) -> tuple[State, torch.Tensor]:
+        """The two hooks sharing one torque clip (one op and its backward less per step)."""
+        torque = self._torque(action)
+        return self._advance_with(state, torque), self._reward_with(state, torque)
+
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
-        torque_term = (3.0 / (self.m * self.l**2)) * self._torque(action)
+        return self._advance_with(state, self._torque(action))
+
+    def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
+        return self._reward_with(state, self._torque(action))
+
+    def _advance_with(self, state: State, torque: torch.Tensor) -> State:
+        torque_term = (3.0 / (self.m * self.l**2)) * torque
         gravity_term = 3 * self.g / (2 * self.l) * self._sin(state["th"])
         thdot = state["thdot"] + (gravity_term + torque_term.to(self.dtype)) * self.dt
         thdot = torch.clamp(thdot, -self.max_speed, self.max_speed)
         return {"th": state["th"] + thdot * self.dt, "thdot": thdot}
 
-    def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
-        torque = self._torque(action)
+    def _reward_with(self, state: State, torque: torch.Tensor) -> torch.Tensor:
         square = libm_square if self._emulate_numpy else torch.square
         control = (0.001 * square(torque)).to(self.dtype)
         costs = square(angle_normalize(state["th"])) + 0.1 * square(state["thdot"]) + control
