@@ -72,3 +72,19 @@ def test_episode_tracker_state_round_trip_and_window():
     restored.record(torch.tensor([0.0, 0.5]), torch.tensor([True, True]))
     restored.flush()
     assert list(restored.returns) == [1.0, 3.0] and list(restored.lengths) == [2.0, 5.0]
+
+
+def test_steps_recorded_one_at_a_time_or_in_runs_give_the_same_episodes():
+    torch.manual_seed(0)
+    rewards = torch.randn(9, 3)
+    dones = torch.rand(9, 3) < 0.3
+    single, runs = EpisodeTracker(3, "cpu"), EpisodeTracker(3, "cpu")
+    for step in range(9):
+        single.record(rewards[step], dones[step])
+    runs.record_steps(rewards[:4], dones[:4])
+    runs.record(rewards[4], dones[4])
+    runs.record_steps(rewards[5:], dones[5:])
+    single.flush(), runs.flush()
+    assert dones.any() and list(runs.returns) == list(single.returns)
+    assert list(runs.lengths) == list(single.lengths)
+    assert torch.equal(runs.running_return, single.running_return)

@@ -85,7 +85,8 @@ class EpisodeTracker:
 
     def record(self, reward: torch.Tensor, done: torch.Tensor) -> None:
         """Store one step of every env."""
-        self.record_steps(reward.unsqueeze(0), done.unsqueeze(0))
+        self._rewards.append(reward.detach())
+        self._dones.append(done.detach())
 
     def record_steps(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
         """Store consecutive steps ``[T, N]`` of every env."""
@@ -96,8 +97,8 @@ class EpisodeTracker:
         """Move the episodes finished since the last flush into the window."""
         if not self._dones:
             return
-        dones = torch.cat(self._dones)
-        rewards = torch.cat(self._rewards).to(torch.float64)
+        dones = _steps(self._dones)
+        rewards = _steps(self._rewards).to(torch.float64)
         self._rewards.clear()
         self._dones.clear()
         if not bool(dones.any()):
@@ -150,3 +151,10 @@ class EpisodeTracker:
         if state["running_return"].shape == self.running_return.shape:
             self.running_return = state["running_return"].to(self.device, torch.float64)
             self.running_length = state["running_length"].to(self.device, torch.long)
+
+
+def _steps(recorded: list[torch.Tensor]) -> torch.Tensor:
+    """Recorded steps ``[N]`` and runs of steps ``[T, N]`` as one ``[T_total, N]`` tensor."""
+    if all(entry.ndim == 1 for entry in recorded):
+        return torch.stack(recorded)
+    return torch.cat([entry.view(1, -1) if entry.ndim == 1 else entry for entry in recorded])
