@@ -173,8 +173,11 @@ class CompiledAPGUpdate:
         done_steps = 0
         while done_steps < num_steps:
             count = min(self.chunk_steps, num_steps - done_steps)
-            noises = [policy.sample_noise(observation, self.deterministic) for _ in range(count)]
+            noises = _stacked(
+                [policy.sample_noise(observation, self.deterministic) for _ in range(count)]
+            )
             resets = [env.draw_reset_states() for _ in range(count)]
+            resets = {key: torch.stack([reset[key] for reset in resets]) for key in resets[0]}
             if discount is None:
                 discount = torch.ones(env.num_envs, dtype=env.dtype, device=env.device)
             if returns is None:
@@ -222,17 +225,23 @@ class CompiledAPGUpdate:
         discount: torch.Tensor,
         returns: torch.Tensor,
         entropy_returns: torch.Tensor,
-        noises: list[torch.Tensor | None],
-        resets: list[dict[str, torch.Tensor]],
+        noises: torch.Tensor | None,
+        resets: dict[str, torch.Tensor],
         normalization: tuple[torch.Tensor, ...] | None,
     ) -> tuple[Any, ...]:
-        """``len(noises)`` steps as one pure function (what is compiled)."""
+        """As many steps as ``resets`` holds (``[K, N, ...]``) as one pure function (compiled).
+
+        ``noises`` is ``[K, N, A]`` (``None``: the policy mean); stacked inputs
+        keep the compiled call's guards and wrappers few.
+        """
         env = self.env
         gamma = self.algorithm.cfg.gamma
         bounds = self.collector.action_bounds
         entropy_grad = self.algorithm.cfg.ent_coef != 0.0
         observations, rewards, dones, entropies = [], [], [], []
-        for noise, reset in zip(noises, resets, strict=True):
+        for step in range(next(iter(resets.values())).shape[0]):
+            noise = None if noises is None else noises[step]
+            reset = {key: value[step] for key, value in resets.items()}
             policy_input = (
                 observation if normalization is None
                 else apply_normalization(observation, normalization)
@@ -381,6 +390,11 @@ class CompiledAPGUpdate:
             exp_avg_sq.copy_(torch.where(apply, new_exp_avg_sq, exp_avg_sq))
             step.copy_(torch.where(apply, new_step, step))
         return norm, finite, apply
+
+
+def _stacked(noises: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """The steps' noises as one ``[K, N, A]`` tensor (``None`` when acting deterministically)."""
+    return None if noises[0] is None else torch.stack(noises)
 
 
 def device_type(env: Any) -> str:
