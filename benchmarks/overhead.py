@@ -144,6 +144,23 @@ def with_threads(threads: int):
     return run
 
 
+def median_rates(
+    contenders: dict, num_envs: int, window: int, updates: int, repeats: int, seed: int
+):
+    """Median env-steps/s per contender, runs alternating so machine noise hits all alike.
+
+    One warm-up run each first (allocator, thread pool, lazy imports, compiles).
+    """
+    steps = num_envs * window * updates
+    for run in contenders.values():
+        run(num_envs, window, 1, seed)
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, run in contenders.items():
+            rates[name].append(steps / run(num_envs, window, updates, seed))
+    return {name: statistics.median(values) for name, values in rates.items()}
+
+
 def main() -> None:
     global ENV_NAME
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -204,14 +221,9 @@ def main() -> None:
     for num_envs in args.num_envs:
         if not args.compare_threads:
             use_num_threads(setting, num_envs)
-        steps = num_envs * args.window * args.updates
-        for run in contenders.values():  # warm-up: allocator, thread pool, lazy imports
-            run(num_envs, args.window, 1, args.seed)
-        rates: dict[str, list[float]] = {name: [] for name in contenders}
-        for _ in range(args.repeats):
-            for name, run in contenders.items():
-                rates[name].append(steps / run(num_envs, args.window, args.updates, args.seed))
-        medians = {name: statistics.median(values) for name, values in rates.items()}
+        medians = median_rates(
+            contenders, num_envs, args.window, args.updates, args.repeats, args.seed
+        )
         base = next(iter(medians.values()))
         cells = [f"{value:,.0f} ({value / base:.3f})" for value in medians.values()]
         print(f"| {num_envs} | " + " | ".join(cells) + " |")

@@ -218,14 +218,9 @@ def main() -> None:
     results: dict[str, list[float]] = {name: [] for name in names}
     jit_seconds: dict[int, float] = {}
     for num_envs in args.num_envs:
-        steps = num_envs * WINDOW * args.updates
-        for run in contenders.values():  # warm-up, and the compiles before any timing
-            run(num_envs, WINDOW, 1, args.seed)
-        rates: dict[str, list[float]] = {name: [] for name in contenders}
-        for _ in range(args.repeats):
-            for name, run in contenders.items():
-                rates[name].append(steps / run(num_envs, WINDOW, args.updates, args.seed))
-        medians = {name: statistics.median(values) for name, values in rates.items()}
+        medians = overhead.median_rates(
+            contenders, num_envs, WINDOW, args.updates, args.repeats, args.seed
+        )
         if use_brax:
             rate, jit_seconds[num_envs] = brax_apg(num_envs, args.brax_updates, args.brax_epochs)
             medians["Brax APG (XLA CPU)"] = rate
