@@ -76,9 +76,7 @@ def save_png(figure: Figure, output: str | Path) -> Path:
         plt.close(figure)
 
 
-def learning_curve_figure(
-    run_dirs: Sequence[str | Path], metrics: Sequence[str] = ()
-) -> Figure:
+def learning_curve_figure(run_dirs: Sequence[str | Path], metrics: Sequence[str] = ()) -> Figure:
     """Evaluation and training return against env steps and wall time.
 
     Rows without any data (evaluation switched off) are left out; each run is
@@ -129,9 +127,7 @@ def learning_curve_figure(
     return figure
 
 
-def _metric_panel(
-    records: dict[Path, list[dict[str, Any]]], metric: str
-) -> tuple[str, str, str]:
+def _metric_panel(records: dict[Path, list[dict[str, Any]]], metric: str) -> tuple[str, str, str]:
     key = metric if metric.startswith("eval/") else f"eval/{metric}"
     if any(_points(run_records, "eval", key) for run_records in records.values()):
         return ("eval", key, f"evaluation {key.removeprefix('eval/').replace('_', ' ')}")

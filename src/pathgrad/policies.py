@@ -173,9 +173,7 @@ class GaussianMLPPolicy(Policy):
             if not self.squash:
                 return gaussian
             # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
-            log_det = 2.0 * (
-                math.log(2.0) - pre_squash - nn.functional.softplus(-2.0 * pre_squash)
-            )
+            log_det = 2.0 * (math.log(2.0) - pre_squash - nn.functional.softplus(-2.0 * pre_squash))
             return gaussian - (log_det + self.action_half_range.log()).sum(-1)
 
         def entropy() -> torch.Tensor:
