@@ -37,7 +37,7 @@ def planned_updates(
         # Env-provided horizons are known only when collecting: the explicit
         # LR horizon is checked before each update instead.
         return int(pending), int(pending)
-    steps_per_update = trainer.update_horizon * trainer.env.num_envs
+    steps_per_update = trainer.update_horizon * trainer.global_num_envs
     if trainer.cfg.rollout_mode == "complete":
         steps_per_update *= trainer.cfg.gradient_accumulation_steps
     estimated = math.ceil(total_timesteps / steps_per_update)

@@ -3,7 +3,8 @@
 Exit status: 0 on success, 2 for a usage, config or file error (one line on
 stderr, nothing written or lost), 130 after SIGINT and 143 after SIGTERM (the
 update in flight is undone and a final checkpoint written, so the run stays
-resumable), 1 when training itself fails.
+resumable), 1 when training itself fails or a data-parallel rank loses the
+others.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from pathgrad.commands.inspection import (
 )
 from pathgrad.commands.training import command_resume, command_train
 from pathgrad.config import ConfigError
+from pathgrad.distributed import DistributedError
 from pathgrad.run import RunDirectoryError
 
 __all__ = ["main"]
 
 THREADS_HELP = "torch threads (trainer.num_threads; auto: 1 below 4096 envs, else free CPUs)"
+NPROC_HELP = "data-parallel ranks on this machine (runs torchrun; see docs/distributed.md)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.seed=3")
     train.add_argument("--quiet", action="store_true", help="print nothing but errors")
     train.add_argument("--num-threads", metavar="N|auto", help=THREADS_HELP)
+    train.add_argument("--nproc", type=int, metavar="N", help=NPROC_HELP)
     train.set_defaults(handler=command_train)
 
     resume = commands.add_parser("resume", help="continue a run from its latest checkpoint")
@@ -68,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("--quiet", action="store_true")
     resume.add_argument("--num-threads", metavar="N|auto", help=THREADS_HELP)
+    resume.add_argument("--nproc", type=int, metavar="N", help=NPROC_HELP)
     resume.set_defaults(handler=command_resume)
 
     evaluate = commands.add_parser("eval", help="evaluate a run or a checkpoint")
@@ -118,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"unrecognized arguments: {' '.join(unknown)}")
             if args.command == "train":
                 args.overrides = [*args.overrides, *extra]
+            args.argv = list(sys.argv[1:] if argv is None else argv)
             return args.handler(args)
     except ConfigError as error:
         print(f"pathgrad: config error: {error}", file=sys.stderr)
@@ -131,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated:
         print("pathgrad: terminated", file=sys.stderr)
         return EXIT_SIGTERM
+    except DistributedError as error:
+        print(f"pathgrad: error: {error}", file=sys.stderr)
+        return 1
     except OSError as error:
         print(f"pathgrad: error: {error}", file=sys.stderr)
         return 1

@@ -39,6 +39,7 @@ from pathgrad.normalization import apply_normalization
 
 __all__ = ["CompiledAPGUpdate", "compiled_update_blockers"]
 
+
 def compiled_update_blockers(
     algorithm: Any, env: Any, policy: Any, collector: Any, rollout_mode: str
 ) -> list[str]:
@@ -51,8 +52,10 @@ def compiled_update_blockers(
     if not supports_fused_steps(env, policy):
         reasons.append("the env or policy lacks transition()/action_from_noise()")
     if collector.needs_step_hooks:
-        reasons.append("per-step gradient hooks are on (action adjoint clipping or "
-                       "health record, state-gradient decay)")
+        reasons.append(
+            "per-step gradient hooks are on (action adjoint clipping or "
+            "health record, state-gradient decay)"
+        )
     optimizer = getattr(algorithm, "optimizer", None)
     if not isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW):
         reasons.append(f"the optimizer is {type(optimizer).__name__}, not Adam or AdamW")
@@ -256,9 +259,9 @@ class CompiledAPGUpdate:
             done = terminated | truncated
             entropy = output["entropy"].to(reward.dtype)
             returns = returns + reward * discount
-            entropy_returns = entropy_returns + (
-                entropy if entropy_grad else entropy.detach()
-            ) * discount
+            entropy_returns = (
+                entropy_returns + (entropy if entropy_grad else entropy.detach()) * discount
+            )
             discount = torch.where(done, torch.ones_like(discount), discount * gamma)
             observations.append(observation)
             rewards.append(reward)
@@ -286,6 +289,14 @@ class CompiledAPGUpdate:
         group = optimizer.param_groups[0]
         fresh = [not optimizer.state[parameter] for parameter in self.parameters]
         states = [self._adam_state(parameter) for parameter in self.parameters]
+        if algorithm.synchronizer is not None and algorithm.synchronizer.world_size > 1:
+            # Data-parallel: a non-finite loss or gradient on any rank makes the average
+            # non-finite on all, so every rank skips the same updates.
+            keys = ("loss", "objective", "entropy", "policy_entropy")
+            averaged = algorithm._average_across_ranks(
+                self.parameters, torch.stack([totals[key] for key in keys])
+            )
+            totals = dict(zip(keys, averaged, strict=True))
         gradients = [
             parameter.grad if parameter.grad is not None else torch.zeros_like(parameter)
             for parameter in self.parameters

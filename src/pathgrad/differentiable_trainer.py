@@ -6,14 +6,12 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from pathgrad.algo import APG
 from pathgrad.budgets import planned_updates
-from pathgrad.checkpoint import _load, _save, latest_checkpoint
 from pathgrad.collector import (
     DifferentiableCollector,
     DifferentiableRollout,
@@ -21,6 +19,8 @@ from pathgrad.collector import (
 )
 from pathgrad.compilation import compile_training
 from pathgrad.compiled_update import CompiledAPGUpdate
+from pathgrad.distributed.ranks import attach, end_of_update
+from pathgrad.distributed.sync import DataParallel
 from pathgrad.env import (
     DifferentiableRolloutSpec,
     DifferentiableVecEnv,
@@ -33,6 +33,7 @@ from pathgrad.policies import Policy
 from pathgrad.rollout_checkpointing import checkpointed_complete_returns, supports_checkpointing
 from pathgrad.scalar_logging import ScalarSinks, train_scalars
 from pathgrad.threads import apply_num_threads, resolve_num_threads
+from pathgrad.trainer_checkpoints import CheckpointMixin
 from pathgrad.trainer_config import DifferentiableTrainerCfg
 from pathgrad.trainer_evaluation import EvaluationMixin
 
@@ -44,7 +45,7 @@ __all__ = ["DifferentiableTrainer", "DifferentiableTrainerCfg"]
 _STATS_WINDOW = 100
 
 
-class DifferentiableTrainer(EvaluationMixin):
+class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
     """Coordinate APG updates over segmented (TBPTT) or complete rollouts.
 
     Args:
@@ -56,6 +57,8 @@ class DifferentiableTrainer(EvaluationMixin):
         eval_env: Optional env for periodic evaluation.
         observation_normalizer: Optional normalizer; built from the env when
             ``cfg.normalize_observations`` and none is given.
+        data_parallel: This process's place in a data-parallel run
+            (:mod:`pathgrad.distributed`); by default a world of one.
     """
 
     def __init__(
@@ -67,6 +70,7 @@ class DifferentiableTrainer(EvaluationMixin):
         writer: SummaryWriter | None = None,
         eval_env: DifferentiableVecEnv | None = None,
         observation_normalizer: RunningObservationNormalizer | None = None,
+        data_parallel: DataParallel | None = None,
     ) -> None:
         cfg.validate()
         if algorithm.policy is not policy:
@@ -146,10 +150,16 @@ class DifferentiableTrainer(EvaluationMixin):
         self.compiled_update: CompiledAPGUpdate | None = None
         self.compile_scope = "off"  # what torch_compile compiles, and why (compile_scope_reason)
         self.compile_scope_reason = "trainer.torch_compile is false"
+        attach(self, data_parallel or DataParallel())
         if cfg.torch_compile:
-            self.compile_scope, self.compile_scope_reason, self.compiled_update = (
-                compile_training(cfg, env, policy, algorithm, self.collector, self.episodes)
+            self.compile_scope, self.compile_scope_reason, self.compiled_update = compile_training(
+                cfg, env, policy, algorithm, self.collector, self.episodes
             )
+
+    @property
+    def global_num_envs(self) -> int:
+        """Envs stepped per vector step by all ranks together (the budgets' unit)."""
+        return self.env.num_envs * self.data_parallel.world_size
 
     @property
     def writer(self) -> SummaryWriter | None:
@@ -214,7 +224,7 @@ class DifferentiableTrainer(EvaluationMixin):
                     update_steps = self.update_horizon
                     if total_timesteps is not None:
                         remaining_vector_steps = math.ceil(
-                            (total_timesteps - self.global_step) / self.env.num_envs
+                            (total_timesteps - self.global_step) / self.global_num_envs
                         )
                         update_steps = min(self.update_horizon, remaining_vector_steps)
                     collected_steps, metrics = self._segmented_update(update_steps)
@@ -222,7 +232,7 @@ class DifferentiableTrainer(EvaluationMixin):
                 self.interrupts.abandon()
                 snapshot.restore(self)
                 raise
-            self.global_step += collected_steps * self.env.num_envs
+            self.global_step += collected_steps * self.global_num_envs
             self.num_updates += 1
             try:
                 self._record_update(metrics)
@@ -346,8 +356,9 @@ class DifferentiableTrainer(EvaluationMixin):
         self.observation_normalizer.update(alive_observations.detach())
 
     def _record_update(self, metrics: dict[str, float]) -> None:
-        """Fold finished episodes into the windows, then log the update."""
+        """Fold finished episodes (of every rank) into the windows, then log the update."""
         self.episodes.flush()
+        end_of_update(self)
         entropy = getattr(self.algorithm, "last_policy_entropy", None)
         if entropy is not None:
             metrics["policy_entropy"] = entropy
@@ -366,90 +377,10 @@ class DifferentiableTrainer(EvaluationMixin):
         }
         self.train_history.append(entry)
         self.last_train_metrics = entry
-        self.sinks.log(train_scalars(entry), self.global_step)
+        if self.data_parallel.is_main:
+            self.sinks.log(train_scalars(entry), self.global_step)
         for callback in self.callbacks:
             callback("train", entry)
-
-    def save_checkpoint(self, path: str | Path | None = None, *, kind: str = "periodic") -> str:
-        """Atomically save the learning state and record it in the run index.
-
-        Args:
-            path: Destination; by default :meth:`checkpoint_path` of ``kind``.
-            kind: ``periodic``, ``best`` or ``final``, recorded in the index.
-
-        Returns:
-            The saved path.
-        """
-        if path is None:
-            path = self.checkpoint_path(kind)
-        extra: dict[str, Any] = {
-            **self.checkpoint_extra,
-            "rollout_index": self._rollout_index,
-            "next_eval_step": self._next_eval_step,
-            "saved_update": self._saved_update,
-            "last_train_metrics": dict(self.last_train_metrics),
-        }
-        if self.observation_normalizer is not None:
-            extra["observation_normalizer"] = self.observation_normalizer.state_dict()
-        return _save(self, path, extra, kind)
-
-    def checkpoint_path(self, kind: str = "periodic") -> Path:
-        """``<checkpoint_dir>/<experiment>_[best_|final_]step_<N>.pt`` at the current step."""
-        infix = "" if kind == "periodic" else f"{kind}_"
-        name = f"{self.cfg.experiment_name}_{infix}step_{self.global_step}.pt"
-        return Path(self.cfg.checkpoint_dir) / name
-
-    def load_checkpoint(
-        self,
-        path: str | Path | None = None,
-        *,
-        resume_scheduler: str = "restore",
-        restore_env_state: bool = True,
-    ) -> None:
-        """Validate and restore the learning state.
-
-        By default the env state is restored too (where the env has
-        ``state_dict()``/``load_state_dict()``) and training continues exactly;
-        otherwise the next update starts from a fresh reset. Evaluations and
-        saves an interrupt left pending run first in the next :meth:`train`.
-
-        Args:
-            path: Checkpoint file; by default the latest entry of the run
-                index in ``cfg.checkpoint_dir``.
-            resume_scheduler: ``restore`` the saved LR curve, or ``restart``
-                the configured curve while keeping the optimizer's momentum.
-            restore_env_state: ``False`` starts from a fresh rollout, as the
-                reference trainer does (the run then no longer repeats an
-                uninterrupted one exactly).
-
-        Raises:
-            FileNotFoundError: If the file (or any indexed checkpoint) is missing.
-            ValueError: If the file is not a pathgrad checkpoint, the index is
-                malformed, or the file does not match this trainer; nothing is
-                changed then.
-        """
-        if path is None:
-            try:
-                path = latest_checkpoint(self.cfg.checkpoint_dir)
-            except FileNotFoundError as error:
-                raise FileNotFoundError(
-                    f"{error} Save one with save_checkpoint() (train() saves only every "
-                    "save_frequency_updates updates and at evaluations that improve)."
-                ) from error
-        checkpoint = _load(self, path, resume_scheduler, restore_env_state=restore_env_state)
-        self._rollout_index = int(checkpoint.get("rollout_index", self.num_updates))
-        self._saved_update = checkpoint.get("saved_update")
-        self.last_train_metrics = dict(checkpoint.get("last_train_metrics") or {})
-        frequency = self.cfg.eval_frequency_steps
-        saved_next = checkpoint.get("next_eval_step")
-        if frequency <= 0:
-            self._next_eval_step = None
-        elif saved_next is not None:
-            self._next_eval_step = int(saved_next)
-        else:
-            self._next_eval_step = (self.global_step // frequency + 1) * frequency
-        self.start_time = time.time()
-        self._start_step = self.global_step
 
     def get_summary(self) -> dict[str, Any]:
         """Counters, last metrics, histories and checkpoint paths."""
@@ -465,6 +396,7 @@ class DifferentiableTrainer(EvaluationMixin):
             "eval_history": list(self.eval_history),
             "latest_checkpoint_path": self.latest_checkpoint_path,
             "best_checkpoint_path": self.best_checkpoint_path,
+            "world_size": self.data_parallel.world_size,
             "compile_scope": self.compile_scope,
             "first_compiled_update_seconds": (
                 None if self.compiled_update is None else self.compiled_update.first_update_seconds
@@ -478,4 +410,3 @@ class DifferentiableTrainer(EvaluationMixin):
 
 def _mean_or_nan(window: deque[float]) -> float:
     return float(sum(window) / len(window)) if window else float("nan")
-

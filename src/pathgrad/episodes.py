@@ -72,6 +72,11 @@ class EpisodeTracker:
         num_envs: Number of envs.
         device: Device of the running sums.
         window: Number of finished episodes kept.
+
+    Attributes:
+        hold_finished: Keep finished episodes aside (:meth:`take_finished`)
+            instead of adding them to the window; data-parallel ranks exchange
+            them and add every rank's (:meth:`add_finished`).
     """
 
     def __init__(self, num_envs: int, device: torch.device | str, window: int = 100) -> None:
@@ -82,6 +87,18 @@ class EpisodeTracker:
         self.running_length = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self._rewards: list[torch.Tensor] = []
         self._dones: list[torch.Tensor] = []
+        self.hold_finished = False
+        self._held: tuple[list[float], list[float]] = ([], [])
+
+    def take_finished(self) -> tuple[list[float], list[float]]:
+        """Returns and lengths of the episodes held since the last call."""
+        held, self._held = self._held, ([], [])
+        return held
+
+    def add_finished(self, returns: list[float], lengths: list[float]) -> None:
+        """Add finished episodes to the window."""
+        self.returns.extend(returns)
+        self.lengths.extend(lengths)
 
     def record(self, reward: torch.Tensor, done: torch.Tensor) -> None:
         """Store one step of every env."""
@@ -116,8 +133,13 @@ class EpisodeTracker:
         running_return = cumulative - base
         steps = torch.arange(dones.shape[0], device=dones.device).unsqueeze(-1)
         running_length = torch.where(restarted, steps - last_done, self.running_length + steps + 1)
-        self.returns.extend(running_return[dones].tolist())
-        self.lengths.extend(float(length) for length in running_length[dones].tolist())
+        returns = running_return[dones].tolist()
+        lengths = [float(length) for length in running_length[dones].tolist()]
+        if self.hold_finished:
+            self._held[0].extend(returns)
+            self._held[1].extend(lengths)
+        else:
+            self.add_finished(returns, lengths)
         self.running_return = torch.where(
             dones[-1], torch.zeros_like(running_return[-1]), running_return[-1]
         )

@@ -39,6 +39,9 @@ class RunningObservationNormalizer:
     Attributes:
         skipped_rows: Rows left out of the statistics for non-finite entries
             since construction (int64 tensor; not part of the state dict).
+        moments_reducer: Optional ``(rows, mean, var) -> (rows, mean, var)``
+            applied to each batch's moments before the merge; data-parallel
+            ranks merge every rank's batch with it.
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class RunningObservationNormalizer:
         self.count = torch.tensor(float(initial_count), dtype=torch.float64, device=self.device)
         self.skipped_rows = torch.zeros((), dtype=torch.int64, device=self.device)
         self._cache: dict[torch.dtype, tuple[torch.Tensor, ...]] = {}
+        self.moments_reducer: Any = None
 
     @property
     def observation_dim(self) -> int:
@@ -83,8 +87,8 @@ class RunningObservationNormalizer:
     def update(self, observations: torch.Tensor) -> None:
         """Merge the finite rows of a batch ``[B, dim]`` into the running statistics."""
         batch = observations.detach().reshape(-1, self.dim).to(self.device, torch.float64)
-        if batch.shape[0] == 0:
-            return
+        if batch.shape[0] == 0 and self.moments_reducer is None:
+            return  # (ranks still merge: the others wait for this one's moments)
         finite = torch.isfinite(batch).all(dim=1, keepdim=True)
         rows = finite.sum(dtype=torch.float64)
         self.skipped_rows = self.skipped_rows + (batch.shape[0] - rows).to(torch.int64)
@@ -93,6 +97,8 @@ class RunningObservationNormalizer:
         batch_mean = torch.where(finite, batch, 0.0).sum(dim=0) / safe_rows
         centered = torch.where(finite, batch - batch_mean, 0.0)
         batch_var = centered.square().sum(dim=0) / safe_rows
+        if self.moments_reducer is not None:  # every rank's batch, merged
+            rows, batch_mean, batch_var = self.moments_reducer(rows, batch_mean, batch_var)
         total = self.count + rows
         safe_total = torch.where(total > 0, total, 1.0)
         delta = batch_mean - self.mean

@@ -31,6 +31,8 @@ from pathgrad.config import (
     trainer_config,
 )
 from pathgrad.differentiable_trainer import DifferentiableTrainer
+from pathgrad.distributed.context import rank_seed
+from pathgrad.distributed.sync import DataParallel
 from pathgrad.env import build_learning_env, get_learning_env_factory
 from pathgrad.policies import GaussianMLPPolicy
 
@@ -174,18 +176,26 @@ def build_policy(config: RunConfig, env: Any) -> GaussianMLPPolicy:
     return policy.to(device=torch.device(config.env.device), dtype=dtype)
 
 
-def build_run(config: RunConfig, run_dir: Path) -> RunObjects:
+def build_run(
+    config: RunConfig, run_dir: Path, data_parallel: DataParallel | None = None
+) -> RunObjects:
     """Build env, evaluation env, policy, algorithm and trainer; writes nothing.
 
     Checkpoints go to ``run_dir/checkpoints`` (``trainer.cfg.checkpoint_dir``,
-    which may be set later, once the directory exists).
+    which may be set later, once the directory exists). With several ranks,
+    each one's envs and sampling noise are seeded with
+    :func:`~pathgrad.distributed.rank_seed` (rank 0 keeps ``trainer.seed``),
+    networks are initialised from ``trainer.seed`` on every rank, and only
+    rank 0 logs to Weights & Biases.
 
     Raises:
         ConfigError: If a component rejects its configuration.
     """
-    seed = config.trainer.seed
+    data_parallel = data_parallel or DataParallel()
+    data_parallel.seed = seed = config.trainer.seed
+    own_seed = rank_seed(seed, data_parallel.rank)
     torch.manual_seed(seed)
-    env = build_env(config, config.env.num_envs, seed)
+    env = build_env(config, config.env.num_envs, own_seed)
     eval_env = (
         build_env(config, config.eval.num_envs, seed + 1)
         if config.eval.frequency_steps > 0
@@ -195,12 +205,17 @@ def build_run(config: RunConfig, run_dir: Path) -> RunObjects:
     build_algorithm, _ = get_algorithm(config.algorithm.name)
     try:
         algorithm = build_algorithm(algorithm_config(config), policy, env)
+        trainer_cfg = trainer_config(config, run_dir / "checkpoints")
+        trainer_cfg.use_wandb = trainer_cfg.use_wandb and data_parallel.is_main
+        if data_parallel.rank > 0:
+            torch.manual_seed(own_seed)  # this rank's own sampling noise
         trainer = DifferentiableTrainer(
-            trainer_config(config, run_dir / "checkpoints"),
+            trainer_cfg,
             env,
             policy,
             algorithm,
             eval_env=eval_env,
+            data_parallel=data_parallel,
         )
     except (ValueError, TypeError, RuntimeError) as error:
         if isinstance(error, ConfigError):

@@ -65,6 +65,12 @@ class DifferentiableTrainerCfg:
             as the best when it is; the command line turns this on.
         history_length: Entries kept in ``train_history`` and
             ``eval_history`` (the most recent ones), so memory stays flat.
+        num_threads: Torch intra-op threads per process (``auto``: see
+            :mod:`pathgrad.threads`).
+        distributed_timeout_seconds: Under ``torchrun``, the longest any
+            rank waits for the others at a collective (rendezvous, gradient
+            average, evaluation, checkpoint) before failing with an error;
+            covers the first compiled update and rank 0's evaluations.
     """
 
     segment_length: int = 16
@@ -95,6 +101,7 @@ class DifferentiableTrainerCfg:
     final_evaluation: bool = False
     history_length: int = 1000
     num_threads: int | str = "auto"
+    distributed_timeout_seconds: float = 300.0
 
     def validate(self) -> None:
         """Check every field; raise ``ValueError`` naming the first bad one."""
@@ -138,6 +145,8 @@ class DifferentiableTrainerCfg:
         if not self.experiment_name:
             raise ValueError("experiment_name must not be empty.")
         check_num_threads(self.num_threads)
+        if not 0.0 < self.distributed_timeout_seconds < float("inf"):
+            raise ValueError("distributed_timeout_seconds must be positive and finite.")
 
     @property
     def resolved_update_horizon(self) -> int:

@@ -73,23 +73,7 @@ class EvaluationMixin:
             return {}
         eval_env_state = _state_of(self.eval_env)
         try:
-            metrics = evaluate_episodes(
-                policy=self.policy,
-                env=self.eval_env,
-                num_episodes=self.cfg.num_eval_episodes,
-                device=self.algorithm.device,
-                seed=self.cfg.eval_seed,
-                observation_transform=(
-                    self.observation_normalizer.normalize
-                    if self.observation_normalizer is not None
-                    else None
-                ),
-                action_transform=(
-                    functools.partial(clamp_action, bounds=self.collector.action_bounds)
-                    if self.collector.action_bounds is not None
-                    else None
-                ),
-            )
+            metrics = self.data_parallel.from_main("the evaluation", self._evaluation_episodes)
         except BaseException:
             if eval_env_state is not None:
                 self.eval_env.load_state_dict(eval_env_state)
@@ -100,12 +84,33 @@ class EvaluationMixin:
             self.last_eval_metrics = entry
             for callback in self.callbacks:
                 callback("eval", entry)
-            self.sinks.log(eval_scalars(entry), self.global_step)
+            if self.data_parallel.is_main:
+                self.sinks.log(eval_scalars(entry), self.global_step)
             if scheduled:
                 while self._next_eval_step <= self.global_step:
                     self._next_eval_step += self.cfg.eval_frequency_steps
             self._save_if_best(metrics.get(self.cfg.best_eval_metric))
         return metrics
+
+    def _evaluation_episodes(self) -> dict[str, float]:
+        """The evaluation episodes' metrics (rank 0 runs them for all ranks)."""
+        return evaluate_episodes(
+            policy=self.policy,
+            env=self.eval_env,
+            num_episodes=self.cfg.num_eval_episodes,
+            device=self.algorithm.device,
+            seed=self.cfg.eval_seed,
+            observation_transform=(
+                self.observation_normalizer.normalize
+                if self.observation_normalizer is not None
+                else None
+            ),
+            action_transform=(
+                functools.partial(clamp_action, bounds=self.collector.action_bounds)
+                if self.collector.action_bounds is not None
+                else None
+            ),
+        )
 
     def _save_if_best(self, candidate: float | None) -> None:
         if candidate is None or not math.isfinite(candidate):

@@ -79,6 +79,7 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
     """
 
     rollout_kind = RolloutKind.DIFFERENTIABLE
+    supports_data_parallel = True
 
     def __init__(self, cfg: APGCfg, policy: torch.nn.Module) -> None:
         if cfg.max_grad_norm_before_clip < 0.0:
@@ -277,6 +278,7 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
             raise RuntimeError("Call begin_update() before finishing an update.")
         if self._num_accumulated_steps == 0:
             raise RuntimeError("Cannot finish an APG update without any segments.")
+        self._synchronize_ranks()
         if not self._update_valid:
             self._update_active = False
             return self._accumulated_metrics(float("nan"), skipped=True, excessive=False)
@@ -293,6 +295,20 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         self._step_scheduler()
         self._update_active = False
         return self._accumulated_metrics(norm, skipped=False, excessive=False)
+
+    def _synchronize_ranks(self) -> None:
+        """Data-parallel: average gradients and loss terms; a skip on any rank skips all."""
+        if self.synchronizer is None or self.synchronizer.world_size == 1:
+            return
+        invalid = torch.tensor(0.0 if self._update_valid else 1.0, dtype=torch.float64)
+        extras = torch.stack(
+            [invalid.to(self.device), self._loss_total, self._objective_total, self._entropy_total]
+        )
+        if not self._update_valid:  # its gradient is dropped: zeros join the average
+            self.optimizer.zero_grad(set_to_none=True)
+        averaged = self._average_across_ranks(self.policy.parameters(), extras)
+        invalid, self._loss_total, self._objective_total, self._entropy_total = averaged
+        self._update_valid = bool(invalid == 0.0)
 
     def cancel_update(self) -> None:
         """Abandon the active update: drop gradients and accumulators."""

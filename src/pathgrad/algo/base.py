@@ -35,6 +35,10 @@ class BaseAlgorithm(ABC, Generic[RolloutT]):
     rollout_modes: tuple[str, ...] = ("segmented", "complete")
     # Set by the trainer: the observation normalizer's ``normalize`` (or None).
     observation_transform: Any = None
+    # Set by the trainer: its DataParallel (gradient averages across ranks), or None.
+    synchronizer: Any = None
+    # Whether the algorithm averages its gradients through ``synchronizer`` (torchrun).
+    supports_data_parallel = False
     optimizer: torch.optim.Optimizer
     lr_schedule: LearningRateSchedule
     _lr_scheduler_cfg: LRSchedulerCfg
@@ -109,6 +113,14 @@ class BaseAlgorithm(ABC, Generic[RolloutT]):
                 f"and {num_updates} more were requested; raise "
                 f"lr_scheduler.kwargs['{self.lr_schedule.cfg.horizon_key}'] or lower the budget."
             )
+
+    def _average_across_ranks(
+        self, parameters: Iterable[torch.Tensor], extras: torch.Tensor
+    ) -> torch.Tensor:
+        """Average gradients and ``extras`` over data-parallel ranks (as is alone)."""
+        if self.synchronizer is None:
+            return extras
+        return self.synchronizer.average_gradients(parameters, extras)
 
     def current_learning_rate(self) -> float:
         """Learning rate of the first parameter group."""

@@ -249,7 +249,10 @@ class SHAC(APG):
 
     def _train_critic(self) -> dict[str, float]:
         inputs, targets = self._targets()
-        if not bool(torch.isfinite(inputs).all() and torch.isfinite(targets).all()):
+        finite = bool(torch.isfinite(inputs).all() and torch.isfinite(targets).all())
+        if self.synchronizer is not None:  # data-parallel: all ranks train the critic, or none
+            finite = self.synchronizer.all_agree(finite)
+        if not finite:
             return {"value_loss": float("nan"), "explained_variance": float("nan")}
         count = targets.shape[0]
         batch = max(1, count // self.cfg.critic_minibatches)
@@ -261,6 +264,7 @@ class SHAC(APG):
                 loss = (self.critic(inputs[index]).squeeze(-1) - targets[index]).square().mean()
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                self._average_across_ranks(self.critic.parameters(), loss.detach().reshape(1))
                 nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.critic_max_grad_norm)
                 self.critic_optimizer.step()
                 losses.append(loss.detach())

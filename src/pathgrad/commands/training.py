@@ -9,6 +9,7 @@ metrics, TensorBoard scalars and checkpoints equal an uninterrupted run's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from pathgrad.commands import (
     signals_raise,
 )
 from pathgrad.config import RunConfig, load_config
+from pathgrad.distributed import join, leave, torchrun_world_size
+from pathgrad.distributed.launch import launch_ranks
 from pathgrad.progress import ProgressReporter
 from pathgrad.run import (
     CONFIG_FILE,
@@ -41,54 +44,94 @@ __all__ = ["command_resume", "command_train"]
 
 
 def command_train(args: argparse.Namespace) -> int:
-    """``pathgrad train [CONFIG.yaml] [key=value ...]``."""
+    """``pathgrad train [CONFIG.yaml] [key=value ...]`` (one rank of several under torchrun)."""
+    if _launch_requested(args):
+        return launch_ranks(args.nproc, args.argv)
     config_path = args.config
     overrides = list(args.overrides) + _thread_overrides(args)
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides.insert(0, config_path)  # the first override, not a file
         config_path = None
     config = load_config(config_path, overrides)
-    objects = build_run(config, Path("<run directory>"))  # may fail: nothing is written yet
-    trainer = objects.trainer
-    trainer.interrupts.close()  # a signal now waits until it can end with a checkpoint
-    with signals_raise(trainer.request_interrupt):
-        run_dir = create_run_dir(config)
-        trainer.cfg.checkpoint_dir = str(run_dir / "checkpoints")
-        with RunLock(run_dir):
-            write_config(run_dir, config)
-            return _run_training(config, run_dir, objects, resume=False, quiet=args.quiet)
+    data_parallel = join(config.env.device, config.trainer.distributed_timeout_seconds)
+    try:
+        # may fail: nothing is written yet
+        objects = build_run(config, Path("<run directory>"), data_parallel)
+        trainer = objects.trainer
+        trainer.interrupts.close()  # a signal now waits until it can end with a checkpoint
+        with signals_raise(trainer.request_interrupt):
+            run_dir = Path(
+                data_parallel.from_main(
+                    "the run directory's creation", lambda: str(create_run_dir(config))
+                )
+            )
+            trainer.cfg.checkpoint_dir = str(run_dir / "checkpoints")
+            with _main_rank_lock(data_parallel, run_dir):
+                if data_parallel.is_main:
+                    write_config(run_dir, config)
+                return _run_training(config, run_dir, objects, resume=False, quiet=args.quiet)
+    finally:
+        leave(data_parallel)
 
 
 def command_resume(args: argparse.Namespace) -> int:
     """``pathgrad resume RUN_DIR [--total-updates N | --total-timesteps N] [--checkpoint FILE]``."""
+    if _launch_requested(args):
+        return launch_ranks(args.nproc, args.argv)
     run_dir = Path(args.run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
         raise UsageError(f"'{run_dir}' is not a run directory (no {CONFIG_FILE}).")
-    with RunLock(run_dir):
-        for directory in (run_dir, run_dir / "checkpoints"):
-            remove_stale_temporaries(directory)
-        saved = load_config(run_dir / CONFIG_FILE)
-        overrides = _budget_overrides(args) + _thread_overrides(args)
-        config = load_config(run_dir / CONFIG_FILE, overrides) if overrides else saved
-        checkpoint = _checkpoint_to_resume(run_dir, args)
-        objects = build_run(config, run_dir)
-        trainer = objects.trainer
-        if checkpoint is not None:
-            resume_scheduler = "restart" if args.restart_scheduler else "restore"
-            try:
-                trainer.load_checkpoint(checkpoint, resume_scheduler=resume_scheduler)
-            except (ValueError, FileNotFoundError) as error:
-                raise UsageError(str(error)) from error
-        _check_new_budget(args, saved, trainer)
-        if overrides:
-            write_config(run_dir, config)
-        if not args.quiet:
-            origin = checkpoint.name if checkpoint is not None else "the start (no checkpoint yet)"
-            print(
-                f"resuming {run_dir} from {origin}: update {trainer.num_updates}, "
-                f"{trainer.global_step:,} env steps"
+    saved = load_config(run_dir / CONFIG_FILE)
+    overrides = _budget_overrides(args) + _thread_overrides(args)
+    config = load_config(run_dir / CONFIG_FILE, overrides) if overrides else saved
+    data_parallel = join(config.env.device, config.trainer.distributed_timeout_seconds)
+    try:
+        with _main_rank_lock(data_parallel, run_dir):
+            checkpoint = data_parallel.from_main(
+                "the choice of checkpoint", lambda: _prepare_resume(run_dir, args)
             )
-        return _run_training(config, run_dir, objects, resume=True, quiet=args.quiet)
+            objects = build_run(config, run_dir, data_parallel)
+            trainer = objects.trainer
+            if checkpoint is not None:
+                resume_scheduler = "restart" if args.restart_scheduler else "restore"
+                try:
+                    trainer.load_checkpoint(checkpoint, resume_scheduler=resume_scheduler)
+                except (ValueError, FileNotFoundError) as error:
+                    raise UsageError(str(error)) from error
+            _check_new_budget(args, saved, trainer)
+            if overrides and data_parallel.is_main:
+                write_config(run_dir, config)
+            if not args.quiet and data_parallel.is_main:
+                origin = "the start (no checkpoint yet)" if checkpoint is None else checkpoint.name
+                print(
+                    f"resuming {run_dir} from {origin}: update {trainer.num_updates}, "
+                    f"{trainer.global_step:,} env steps"
+                )
+            return _run_training(config, run_dir, objects, resume=True, quiet=args.quiet)
+    finally:
+        leave(data_parallel)
+
+
+def _launch_requested(args: argparse.Namespace) -> bool:
+    """``--nproc N`` (N > 1) outside torchrun: start N ranks instead of training here."""
+    nproc = getattr(args, "nproc", None)
+    if nproc is None:
+        return False
+    if nproc < 1:
+        raise UsageError(f"--nproc must be at least 1, got {nproc}.")
+    return nproc > 1 and torchrun_world_size() == 1
+
+
+def _main_rank_lock(data_parallel: Any, run_dir: Path) -> Any:
+    """The run directory's lock, held by rank 0 (the only rank that writes there)."""
+    return RunLock(run_dir) if data_parallel.is_main else contextlib.nullcontext()
+
+
+def _prepare_resume(run_dir: Path, args: argparse.Namespace) -> Path | None:
+    """Clean what a crash left, then choose the checkpoint to resume from (rank 0)."""
+    for directory in (run_dir, run_dir / "checkpoints"):
+        remove_stale_temporaries(directory)
+    return _checkpoint_to_resume(run_dir, args)
 
 
 def _budget_overrides(args: argparse.Namespace) -> list[str]:
@@ -190,19 +233,30 @@ def _open_writer(config: RunConfig, run_dir: Path, trainer: Any, resume: bool) -
 def _run_training(
     config: RunConfig, run_dir: Path, objects: Any, *, resume: bool, quiet: bool
 ) -> int:
-    """Train with logging, progress and signal handling; always leave a resumable run."""
+    """Train with logging, progress and signal handling; always leave a resumable run.
+
+    With several ranks, rank 0 alone logs, prints and writes the run's files;
+    all ranks stop together on a signal to any of them and write the final
+    checkpoint together. A failure writes no final checkpoint then (the
+    others may be gone): the last one stays the run's resumable state.
+    """
     trainer = objects.trainer
+    main = trainer.data_parallel.is_main
+    quiet = quiet or not main
     writer = wandb_run = progress = None
+    final: str | None = None
     status, code = "failed", 1  # until training returns or a signal stops it
     try:
         with signals_raise(trainer.request_interrupt):
             trainer.interrupts.close()  # set-up is not split: a signal waits for its end
-            wandb_run = _init_wandb(config, run_dir, resume)
-            writer = _open_writer(config, run_dir, trainer, resume)
-            trainer.writer = writer
-            metrics = MetricsLog(run_dir / METRICS_FILE)
-            if resume:
-                metrics.resume_at(trainer.num_updates, trainer.last_eval_metrics.get("global_step"))
+            if main:
+                wandb_run = _init_wandb(config, run_dir, resume)
+                writer = _open_writer(config, run_dir, trainer, resume)
+                trainer.writer = writer
+                metrics = MetricsLog(run_dir / METRICS_FILE)
+                if resume:
+                    last_eval = trainer.last_eval_metrics.get("global_step")
+                    metrics.resume_at(trainer.num_updates, last_eval)
             budget = _budget(config)
             unit = "updates" if "total_updates" in budget else "steps"
             progress = ProgressReporter(
@@ -213,11 +267,8 @@ def _run_training(
                 quiet=quiet,
             )
             if not quiet:
-                print(f"torch threads: {trainer.num_threads} ({trainer.num_threads_reason})")
-                if trainer.compile_scope != "off":
-                    scope, reason = trainer.compile_scope, trainer.compile_scope_reason
-                    print(f"torch.compile: {scope} ({reason})")
-            trainer.callbacks[:] = [metrics, progress]
+                _print_start(trainer)
+            trainer.callbacks[:] = [metrics, progress] if main else []
             trainer.interrupts.open()  # raises a signal that came during start-up
             trainer.train(**budget)
         status, code = "completed", 0
@@ -229,9 +280,12 @@ def _run_training(
         with signals_ignored():
             if progress is not None:
                 progress.close()
-            final = trainer.save_checkpoint(kind="final")
-            write_summary(run_dir, trainer, status)
-            curve = _write_curve(run_dir)
+            if status != "failed" or not trainer.data_parallel.active:
+                final = trainer.save_checkpoint(kind="final")
+            curve = None
+            if main:
+                write_summary(run_dir, trainer, status)
+                curve = _write_curve(run_dir)
             if writer is not None:
                 writer.close()
             if wandb_run is not None:
@@ -241,8 +295,25 @@ def _run_training(
     return code
 
 
+def _print_start(trainer: Any) -> None:
+    print(f"torch threads: {trainer.num_threads} ({trainer.num_threads_reason})")
+    data_parallel = trainer.data_parallel
+    if data_parallel.active:
+        print(
+            f"data-parallel: {data_parallel.world_size} ranks ({data_parallel.backend}), "
+            f"{trainer.env.num_envs} envs each, {trainer.global_num_envs} in all"
+        )
+    if trainer.compile_scope != "off":
+        print(f"torch.compile: {trainer.compile_scope} ({trainer.compile_scope_reason})")
+
+
 def _print_outcome(
-    trainer: Any, status: str, run_dir: Path, final: str, curve: Path | None, tensorboard: bool
+    trainer: Any,
+    status: str,
+    run_dir: Path,
+    final: str | None,
+    curve: Path | None,
+    tensorboard: bool,
 ) -> None:
     last = trainer.last_eval_metrics
     if last:
@@ -258,7 +329,7 @@ def _print_outcome(
     if compiled is not None and compiled.first_update_seconds is not None:
         print(f"first compiled update: {compiled.first_update_seconds:.1f} s (compile included)")
     print(f"run:        {run_dir}")
-    print(f"checkpoint: {final}")
+    print(f"checkpoint: {final or trainer.latest_checkpoint_path}")
     if curve is not None:
         print(f"curve:      {curve}")
     if tensorboard:

@@ -1,0 +1,209 @@
+"""The points where data-parallel ranks meet, and their no-op form for one process.
+
+Every rank runs the single-process data flow on its own env batch. They meet
+at a handful of points, all here: the gradient average after an update's
+backward (and after each critic step), the observation normalizer's merged
+moments, the finished episodes and interrupt requests exchanged at the end of
+every update, rank 0's evaluation results, and the per-rank state gathered
+into a checkpoint. :class:`DataParallel` with ``world_size == 1`` (the default)
+returns at once from each, so a single process takes the same path.
+
+Gradients are averaged with one explicit ``all_reduce`` per optimizer step
+rather than ``DistributedDataParallel``: APG backpropagates several segments
+(or accumulated rollouts) before one step, calls the policy many times per
+backward and may compile the whole update, none of which DDP's per-backward
+bucket hooks fit; a flat all-reduce of the few thousand gradient entries (with
+the loss terms and a skip flag in the same buffer) is one collective per update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import torch
+
+__all__ = ["DataParallel", "DistributedError"]
+
+T = TypeVar("T")
+
+
+class DistributedError(RuntimeError):
+    """A collective failed: another rank died, stopped or timed out."""
+
+
+class DataParallel:
+    """Collectives of one data-parallel run (``torch.distributed``'s default group).
+
+    Args:
+        rank: This process's rank.
+        world_size: Number of ranks; 1 makes every method return at once.
+        backend: ``gloo`` or ``nccl`` (recorded, for messages).
+        device: Device of the tensors exchanged (CUDA for NCCL, else CPU).
+        seed: The run's seed (ranks derive theirs from it).
+    """
+
+    def __init__(
+        self,
+        rank: int = 0,
+        world_size: int = 1,
+        backend: str = "none",
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+    ) -> None:
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self.backend = backend
+        self.device = torch.device(device)
+        self.seed = int(seed)
+        self.broken = False  # a collective failed: no further collective is attempted
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this is rank 0, the one that evaluates, logs and writes."""
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        """More than one rank."""
+        return self.world_size > 1
+
+    def _collective(self, what: str, operation: Callable[[], T]) -> T:
+        """Run a collective; any failure becomes one :class:`DistributedError`."""
+        if self.broken:
+            raise DistributedError(f"rank {self.rank}: the ranks have already lost contact.")
+        try:
+            return operation()
+        except Exception as error:  # noqa: BLE001 - gloo/NCCL raise several types
+            self.broken = True
+            detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise DistributedError(
+                f"rank {self.rank} of {self.world_size}: lost contact with the other ranks "
+                f"during {what} ({detail}); another rank died, stopped or timed out. The "
+                "last checkpoint is intact: resume the run from it."
+            ) from error
+
+    def average_gradients(
+        self, parameters: Iterable[torch.Tensor], extras: torch.Tensor
+    ) -> torch.Tensor:
+        """Average the parameters' gradients and ``extras`` (1-D float64) over the ranks.
+
+        A missing gradient counts as zeros and is replaced by the average. One
+        ``all_reduce`` of one flat buffer; every rank receives the same bytes,
+        so parameters stay bit-identical across ranks.
+        """
+        if not self.active:
+            return extras
+        import torch.distributed as dist
+
+        parameters = [p for p in parameters if p.requires_grad]
+        for parameter in parameters:
+            if parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
+        flat = torch.cat(
+            [extras.to(self.device, torch.float64).reshape(-1)]
+            + [p.grad.detach().reshape(-1).to(self.device, torch.float64) for p in parameters]
+        )
+        self._collective("the gradient average", lambda: dist.all_reduce(flat))
+        flat /= self.world_size
+        offset = extras.numel()
+        for parameter in parameters:
+            count = parameter.numel()
+            parameter.grad.copy_(flat[offset : offset + count].view_as(parameter))
+            offset += count
+        return flat[: extras.numel()].to(extras.device)
+
+    def all_agree(self, flag: bool) -> bool:
+        """Whether ``flag`` is true on every rank."""
+        if not self.active:
+            return flag
+        import torch.distributed as dist
+
+        value = torch.tensor([0.0 if flag else 1.0], dtype=torch.float64, device=self.device)
+        self._collective("a consistency check", lambda: dist.all_reduce(value))
+        return float(value) == 0.0
+
+    def merge_moments(
+        self, rows: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every rank's batch moments merged into those of the whole batch (Chan et al.).
+
+        Ranks are merged in rank order from the same gathered values, so every
+        rank computes the same statistics; they equal the moments of the ranks'
+        batches concatenated, to float64 rounding.
+        """
+        if not self.active:
+            return rows, mean, var
+        import torch.distributed as dist
+
+        local = torch.cat([rows.reshape(1), mean, var]).to(self.device, torch.float64)
+        gathered = [torch.empty_like(local) for _ in range(self.world_size)]
+        self._collective("the normalizer merge", lambda: dist.all_gather(gathered, local))
+        dim = mean.numel()
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        merged_mean = torch.zeros(dim, dtype=torch.float64, device=self.device)
+        merged_m2 = torch.zeros(dim, dtype=torch.float64, device=self.device)
+        for entry in gathered:
+            count, batch_mean, batch_var = entry[0], entry[1 : 1 + dim], entry[1 + dim :]
+            combined = total + count
+            safe = torch.where(combined > 0, combined, torch.ones_like(combined))
+            delta = batch_mean - merged_mean
+            merged_m2 = merged_m2 + batch_var * count + delta.square() * total * count / safe
+            merged_mean = merged_mean + delta * (count / safe)
+            total = combined
+        safe_total = torch.where(total > 0, total, torch.ones_like(total))
+        device = mean.device
+        return total.to(device), merged_mean.to(device), (merged_m2 / safe_total).to(device)
+
+    def exchange(self, what: str, payload: Any) -> list[Any]:
+        """Every rank's ``payload`` (picklable), in rank order, on every rank."""
+        if not self.active:
+            return [payload]
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * self.world_size
+        self._collective(what, lambda: dist.all_gather_object(gathered, payload))
+        return gathered
+
+    def from_main(self, what: str, compute: Callable[[], T]) -> T:
+        """``compute()`` on rank 0, its result (or its failure) on every rank."""
+        if not self.active:
+            return compute()
+        import torch.distributed as dist
+
+        message: list[Any] = [None]
+        failure: BaseException | None = None
+        if self.is_main:
+            try:
+                message[0] = ("ok", compute())
+            except BaseException as error:  # noqa: BLE001 - told to the others, then raised
+                failure = error
+                message[0] = ("failed", f"{type(error).__name__}: {error}")
+        self._collective(what, lambda: dist.broadcast_object_list(message, src=0))
+        if failure is not None:
+            raise failure
+        status, value = message[0]
+        if status != "ok":
+            raise DistributedError(f"rank 0 failed during {what}: {value}")
+        return value
+
+    def broadcast_modules(self, modules: Sequence[torch.nn.Module]) -> None:
+        """Copy rank 0's parameters and buffers into every rank's modules."""
+        if not self.active:
+            return
+        import torch.distributed as dist
+
+        for module in modules:
+            for tensor in module.state_dict().values():
+                if isinstance(tensor, torch.Tensor):
+                    buffer = tensor.detach().to(self.device)
+                    self._collective("the initial broadcast", lambda b=buffer: dist.broadcast(b, 0))
+                    if buffer.data_ptr() != tensor.data_ptr():
+                        tensor.copy_(buffer)
+
+    def barrier(self, what: str) -> None:
+        """Wait for every rank."""
+        if self.active:
+            import torch.distributed as dist
+
+            self._collective(what, dist.barrier)

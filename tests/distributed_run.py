@@ -1,0 +1,155 @@
+"""One rank of a data-parallel test scenario, launched by torchrun (or alone as a world of one).
+
+Usage: python -m torch.distributed.run --nproc-per-node N distributed_run.py SCENARIO DIR
+  match:   PointMass (float64) whose 64 reset states are split over the ranks,
+           deterministic actions, observation normalizer; two updates.
+  modes:   SHAC, complete rollouts with gradient accumulation and gradient
+           checkpointing, action-adjoint clipping, compiled-rollout-free APG;
+           three updates each, with a periodic and a final checkpoint.
+  compiled: APG with the whole update compiled (torch_compile), two updates.
+Each rank writes DIR/<scenario>-rank<R>-of-<N>.pt with its parameters and statistics.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from pathgrad.algo import APG, SHAC, APGCfg, SHACCfg
+from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+from pathgrad.distributed import join, leave, rank_seed
+from pathgrad.envs import PointMass
+from pathgrad.policies import GaussianMLPPolicy
+
+TOTAL_ENVS = 64
+
+
+def flat_parameters(trainer: DifferentiableTrainer) -> torch.Tensor:
+    """Policy (and critic) parameters as one vector."""
+    modules = [trainer.policy] + [
+        getattr(trainer.algorithm, name)
+        for name in ("critic", "target_critic")
+        if hasattr(trainer.algorithm, name)
+    ]
+    return torch.cat([p.detach().reshape(-1) for m in modules for p in m.parameters()])
+
+
+def build(data_parallel, num_envs: int, directory: Path, algorithm: str = "apg", **settings):
+    torch.manual_seed(0)
+    env = PointMass(
+        num_envs,
+        max_episode_steps=settings.pop("max_episode_steps", 12),
+        seed=rank_seed(0, data_parallel.rank),
+        dtype=settings.pop("dtype", "float32"),
+    )
+    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
+    optimizer = {"name": "adam", "learning_rate": 1e-2}
+    learner = (
+        SHAC(SHACCfg(optimizer=optimizer), policy, observation_dim=6)
+        if algorithm == "shac"
+        else APG(APGCfg(optimizer=optimizer), policy)
+    )
+    if data_parallel.rank > 0:
+        torch.manual_seed(rank_seed(0, data_parallel.rank))
+    cfg = DifferentiableTrainerCfg(
+        **{
+            "segment_length": 4,
+            "update_horizon": 8,
+            "normalize_observations": True,
+            "checkpoint_dir": str(directory / "checkpoints"),
+            "experiment_name": algorithm,
+            **settings,
+        }
+    )
+    return DifferentiableTrainer(cfg, env, policy, learner, data_parallel=data_parallel)
+
+
+def match(data_parallel, directory: Path) -> dict:
+    """Two updates from reset states split over the ranks."""
+    per_rank = TOTAL_ENVS // data_parallel.world_size
+    trainer = build(
+        data_parallel, per_rank, directory,
+        dtype="float64", deterministic_actions=True, max_episode_steps=50,
+    )  # fmt: skip
+    reference = PointMass(TOTAL_ENVS, max_episode_steps=50, seed=3, dtype="float64")
+    reference.reset()
+    rows = slice(data_parallel.rank * per_rank, (data_parallel.rank + 1) * per_rank)
+    state = reference.state_dict()
+    trainer.env.load_state_dict(
+        {
+            **state,
+            "state": {key: value[rows] for key, value in state["state"].items()},
+            "elapsed_steps": state["elapsed_steps"][rows],
+        }
+    )
+    trainer.collector.detach_state()
+    summary = trainer.train(total_updates=2)
+    normalizer = trainer.observation_normalizer
+    return {
+        "parameters": flat_parameters(trainer),
+        "mean": normalizer.mean,
+        "var": normalizer.var,
+        "count": normalizer.count,
+        "loss": summary["last_train_metrics"]["train/loss"],
+        "global_step": summary["global_step"],
+    }
+
+
+def modes(data_parallel, directory: Path) -> dict:
+    """Several algorithms and rollout modes, three updates each."""
+    cases = {
+        "shac": {"algorithm": "shac"},
+        "complete": {
+            "rollout_mode": "complete",
+            "update_horizon": 6,
+            "gradient_accumulation_steps": 2,
+            "gradient_checkpointing": True,
+            "checkpoint_chunk_steps": 3,
+        },
+        "adjoint_clip": {"action_adjoint_max_norm": 0.5, "save_frequency_updates": 2},
+    }
+    results = {}
+    for name, settings in cases.items():
+        trainer = build(data_parallel, 8, directory / name, **settings)
+        initial = flat_parameters(trainer).clone()
+        summary = trainer.train(total_updates=3)
+        results[name] = {
+            "initial": initial,
+            "parameters": flat_parameters(trainer),
+            "returns": list(trainer.ret_window),
+            "global_step": summary["global_step"],
+            "checkpoint": trainer.save_checkpoint(kind="final"),
+        }
+    return results
+
+
+def compiled(data_parallel, directory: Path) -> dict:
+    """The whole update compiled."""
+    trainer = build(data_parallel, 8, directory, torch_compile=True, compile_chunk_steps=4)
+    initial = flat_parameters(trainer).clone()
+    trainer.train(total_updates=2)
+    return {
+        "initial": initial,
+        "parameters": flat_parameters(trainer),
+        "scope": trainer.compile_scope,
+    }
+
+
+def main() -> None:
+    scenario, directory = sys.argv[1], Path(sys.argv[2])
+    torch.set_num_threads(1)
+    data_parallel = join("cpu", timeout_seconds=120)
+    try:
+        result = {"match": match, "modes": modes, "compiled": compiled}[scenario](
+            data_parallel, directory
+        )
+    finally:
+        leave(data_parallel)
+    name = f"{scenario}-rank{data_parallel.rank}-of-{data_parallel.world_size}.pt"
+    torch.save(result, directory / name)
+
+
+if __name__ == "__main__":
+    main()

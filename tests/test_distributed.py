@@ -1,0 +1,263 @@
+"""Data-parallel training on torch.distributed (gloo, two CPU processes under torchrun)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
+from pathgrad.distributed import DataParallel, rank_seed
+from pathgrad.distributed.launch import torchrun_command
+from pathgrad.normalization import RunningObservationNormalizer
+
+TESTS = Path(__file__).parent
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(TESTS)}
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+# Long enough to be stopped while it runs; small enough to finish in seconds.
+RUN = [
+    "env.num_envs=64", "trainer.total_updates=120", "trainer.save_frequency_updates=10",
+    "eval.frequency_steps=0", "trainer.normalize_observations=true", "--quiet",
+]  # fmt: skip
+
+
+def torchrun(nproc: int, *args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    command = [*TORCHRUN, f"--nproc-per-node={nproc}", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=ENV, **kwargs)
+
+
+def scenario(name: str, nproc: int, directory: Path) -> list[dict]:
+    """Run tests/distributed_run.py SCENARIO on ``nproc`` ranks; every rank's result."""
+    result = torchrun(nproc, str(TESTS / "distributed_run.py"), name, str(directory), cwd=TESTS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [
+        torch.load(directory / f"{name}-rank{rank}-of-{nproc}.pt", weights_only=False)
+        for rank in range(nproc)
+    ]
+
+
+def test_two_ranks_of_32_envs_update_as_one_process_of_64(tmp_path):
+    one = scenario("match", 1, tmp_path)[0]
+    first, second = scenario("match", 2, tmp_path)
+    assert torch.equal(first["parameters"], second["parameters"])  # bit-identical ranks
+    assert torch.allclose(first["parameters"], one["parameters"], rtol=0, atol=1e-12)
+    assert not torch.equal(one["parameters"], torch.zeros_like(one["parameters"]))
+    for key in ("mean", "var", "count"):  # the normalizer merge: the 64-env statistics
+        assert torch.allclose(first[key], one[key], rtol=1e-12, atol=1e-14), key
+        assert torch.equal(first[key], second[key])
+    assert first["loss"] == pytest.approx(one["loss"], rel=1e-12)
+    assert first["global_step"] == one["global_step"] == 2 * 8 * 64  # global env steps
+
+
+def test_algorithms_and_modes_keep_ranks_identical(tmp_path):
+    first, second = scenario("modes", 2, tmp_path)
+    for case in ("shac", "complete", "adjoint_clip"):
+        a, b = first[case], second[case]
+        assert torch.equal(a["parameters"], b["parameters"]), case
+        assert not torch.equal(a["parameters"], a["initial"]), case  # it did train
+        assert a["returns"] == b["returns"], case  # gathered episode statistics
+        saved = read_checkpoint(a["checkpoint"])
+        assert saved["data_parallel"]["world_size"] == 2
+        assert len(saved["data_parallel"]["ranks"]) == 2
+    shac = read_checkpoint(first["shac"]["checkpoint"])
+    assert shac["global_step"] == 3 * 8 * 8 * 2
+    ranks = shac["data_parallel"]["ranks"]  # each rank simulated its own envs
+    assert not torch.equal(ranks[0]["env"]["state"]["goal"], ranks[1]["env"]["state"]["goal"])
+
+
+@pytest.mark.slow
+def test_the_compiled_update_keeps_ranks_identical(tmp_path):
+    first, second = scenario("compiled", 2, tmp_path)
+    assert first["scope"] == "update"
+    assert torch.equal(first["parameters"], second["parameters"])
+    assert not torch.equal(first["parameters"], first["initial"])
+
+
+def test_normalizer_merge_equals_one_batch():
+    """The merge formula alone, as if three ranks had sent their moments."""
+    torch.manual_seed(0)
+    batches = [torch.randn(n, 3, dtype=torch.float64) * 3 + 1 for n in (5, 11, 7)]
+    moments = []
+    for batch in batches:
+        moments.append(torch.cat([torch.tensor([len(batch)]), batch.mean(0), batch.var(0, False)]))
+
+    class Gathered(DataParallel):  # stands in for all_gather of three ranks
+        def __init__(self):
+            super().__init__(0, 3)
+
+        def merge_moments(self, rows, mean, var):
+            import torch.distributed as dist
+
+            original = dist.all_gather
+
+            def all_gather(out, local):
+                for entry, sent in zip(out, moments, strict=True):
+                    entry.copy_(sent)
+
+            dist.all_gather = all_gather
+            try:
+                return super().merge_moments(rows, mean, var)
+            finally:
+                dist.all_gather = original
+
+    normalizer = RunningObservationNormalizer(3, initial_count=0.0)
+    normalizer.moments_reducer = Gathered().merge_moments
+    normalizer.update(batches[0])
+    whole = torch.cat(batches)
+    assert float(normalizer.count) == len(whole)
+    assert torch.allclose(normalizer.mean, whole.mean(0), rtol=1e-13)
+    assert torch.allclose(normalizer.var, whole.var(0, unbiased=False), rtol=1e-13)
+
+
+def test_rank_seeds_differ_and_rank_zero_keeps_the_seed():
+    seeds = [rank_seed(7, rank) for rank in range(4)]
+    assert seeds[0] == 7 and len(set(seeds)) == 4
+    assert 7 + 1 not in seeds[1:]  # never the evaluation env's seed
+
+
+def test_nproc_becomes_a_torchrun_command():
+    command = torchrun_command(3, ["train", "--nproc", "3", "cfg.yaml", "--nproc=3", "a.b=1"])
+    assert command[1:] == [
+        "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
+        "-m", "pathgrad", "train", "cfg.yaml", "a.b=1",
+    ]  # fmt: skip
+
+
+def final_policy(run_dir: Path) -> dict:
+    return read_checkpoint(latest_checkpoint(run_dir / "checkpoints"))
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def rank_pids(launcher: subprocess.Popen) -> dict[int, int]:
+    """Rank -> pid of the workers torchrun started."""
+    pids = {}
+    children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children")
+    for pid in map(int, children.read_text().split()):
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        values = dict(item.split(b"=", 1) for item in environ if b"=" in item)
+        if b"RANK" in values:
+            pids[int(values[b"RANK"])] = pid
+    return pids
+
+
+def start(tmp_path: Path, name: str, *args: str) -> subprocess.Popen:
+    command = [*TORCHRUN, "--nproc-per-node=2", "-m", "pathgrad", "train", *RUN, *args,
+               f"logging.runs_dir={name}"]  # fmt: skip
+    return subprocess.Popen(
+        command, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def first_checkpoint_written(tmp_path: Path, name: str):
+    return lambda: any((tmp_path / name).glob("*/checkpoints/index.json"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_and_resume_is_exact(tmp_path):
+    launcher = start(tmp_path, "stopped")
+    wait_for(first_checkpoint_written(tmp_path, "stopped"), 120, "the first checkpoint")
+    os.kill(rank_pids(launcher)[1], signal.SIGTERM)  # not the rank that writes
+    _, stderr = launcher.communicate(timeout=120)
+    assert launcher.returncode != 0, stderr[-2000:]
+    (stopped,) = (tmp_path / "stopped").iterdir()
+    summary = json.loads((stopped / "summary.json").read_text())
+    assert summary["status"] == "terminated"
+    assert 0 < summary["num_updates"] < 120
+    final = final_policy(stopped)
+    assert final["kind"] == "final" and final["num_updates"] == summary["num_updates"]
+
+    resumed = torchrun(2, "-m", "pathgrad", "resume", str(stopped), "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    straight = torchrun(2, "-m", "pathgrad", "train", *RUN, "logging.runs_dir=straight",
+                        cwd=tmp_path)  # fmt: skip
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    (uninterrupted,) = (tmp_path / "straight").iterdir()
+    a, b = final_policy(stopped), final_policy(uninterrupted)
+    assert a["num_updates"] == b["num_updates"] == 120
+    for key in a["policy"]:
+        assert torch.equal(a["policy"][key], b["policy"][key]), key
+    assert torch.equal(a["observation_normalizer"]["mean"], b["observation_normalizer"]["mean"])
+    assert a["episode_statistics"]["returns"] == b["episode_statistics"]["returns"]
+
+    # Another world size resumes the learning state with fresh rollouts.
+    alone = subprocess.run(
+        [sys.executable, "-m", "pathgrad", "resume", str(uninterrupted), "--total-updates",
+         "125", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, env=ENV,
+    )  # fmt: skip
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    assert final_policy(uninterrupted)["num_updates"] == 125
+    assert "data_parallel" not in final_policy(uninterrupted)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(tmp_path, victim):
+    launcher = start(tmp_path, "killed", "trainer.total_updates=100000")
+    wait_for(first_checkpoint_written(tmp_path, "killed"), 120, "the first checkpoint")
+    os.kill(rank_pids(launcher)[victim], signal.SIGKILL)
+    started = time.monotonic()
+    _, stderr = launcher.communicate(timeout=120)  # no hang
+    assert launcher.returncode != 0
+    assert time.monotonic() - started < 60
+    (run_dir,) = (tmp_path / "killed").iterdir()
+    checkpoint = read_checkpoint(latest_checkpoint(run_dir / "checkpoints"))  # intact
+    assert checkpoint["data_parallel"]["world_size"] == 2
+    survivor = 1 - victim
+    assert f"pathgrad: error: rank {survivor} of 2: lost contact with the other ranks" in stderr
+
+
+def test_an_algorithm_that_does_not_average_gradients_is_refused():
+    from pathgrad.algo import APG, APGCfg
+    from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+    from pathgrad.envs import PointMass
+    from pathgrad.policies import GaussianMLPPolicy
+
+    class LocalOnly(APG):
+        supports_data_parallel = False
+
+    env = PointMass(4, seed=0)
+    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(8,))
+    with pytest.raises(ValueError, match="LocalOnly cannot train data-parallel"):
+        DifferentiableTrainer(
+            DifferentiableTrainerCfg(),
+            env,
+            policy,
+            LocalOnly(APGCfg(), policy),
+            data_parallel=DataParallel(rank=0, world_size=2),
+        )
+
+
+def test_a_world_of_one_meets_no_one():
+    alone = DataParallel()
+    parameter = torch.nn.Parameter(torch.ones(3))
+    parameter.grad = torch.full((3,), 2.0)
+    extras = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert alone.average_gradients([parameter], extras) is extras
+    assert torch.equal(parameter.grad, torch.full((3,), 2.0))
+    assert alone.all_agree(False) is False and alone.exchange("x", 5) == [5]
+    assert alone.from_main("x", lambda: "value") == "value"
+
+
+def test_nproc_below_one_is_a_usage_error(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pathgrad", "train", "--nproc", "0"],
+        cwd=tmp_path, capture_output=True, text=True, env=ENV,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == "pathgrad: error: --nproc must be at least 1, got 0."
+    assert not (tmp_path / "runs").exists()
