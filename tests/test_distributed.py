@@ -80,40 +80,47 @@ def test_the_compiled_update_keeps_ranks_identical(tmp_path):
     assert not torch.equal(first["parameters"], first["initial"])
 
 
-def test_normalizer_merge_equals_one_batch():
-    """The merge formula alone, as if three ranks had sent their moments."""
+class ThreeRanks:
+    """Stands in for the all-reduce of three ranks' normalizers (run one after another)."""
+
+    world_size = 3
+
+    def __init__(self, rank: int, members: list):
+        self.rank, self.members = rank, members
+        self.calls = 0
+
+    def sum_across_ranks(self, values, what):
+        self.calls += 1
+        return sum(member.pending_moments() for member in self.members)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3])  # also data far from zero and narrow
+def test_the_normalizer_merge_equals_one_process_over_all_batches(scale):
     torch.manual_seed(0)
-    batches = [torch.randn(n, 3, dtype=torch.float64) * 3 + 1 for n in (5, 11, 7)]
-    moments = []
-    for batch in batches:
-        moments.append(torch.cat([torch.tensor([len(batch)]), batch.mean(0), batch.var(0, False)]))
-
-    class Gathered(DataParallel):  # stands in for all_gather of three ranks
-        def __init__(self):
-            super().__init__(0, 3)
-
-        def merge_moments(self, rows, mean, var):
-            import torch.distributed as dist
-
-            original = dist.all_gather
-
-            def all_gather(out, local):
-                for entry, sent in zip(out, moments, strict=True):
-                    entry.copy_(sent)
-
-            dist.all_gather = all_gather
-            try:
-                return super().merge_moments(rows, mean, var)
-            finally:
-                dist.all_gather = original
-
-    normalizer = RunningObservationNormalizer(3, initial_count=0.0)
-    normalizer.moments_reducer = Gathered().merge_moments
-    normalizer.update(batches[0])
-    whole = torch.cat(batches)
-    assert float(normalizer.count) == len(whole)
-    assert torch.allclose(normalizer.mean, whole.mean(0), rtol=1e-13)
-    assert torch.allclose(normalizer.var, whole.var(0, unbiased=False), rtol=1e-13)
+    ranks = [RunningObservationNormalizer(3) for _ in range(3)]
+    for rank, normalizer in enumerate(ranks):
+        normalizer.shared = ThreeRanks(rank, ranks)
+    alone = RunningObservationNormalizer(3)
+    for _ in range(3):  # three updates, merged into running statistics
+        batches = [torch.randn(n, 3, dtype=torch.float64) * scale + 100 for n in (5, 11, 7)]
+        batches[1][2, 0] = float("nan")  # a diverged row is left out on its rank
+        for normalizer, batch in zip(ranks, batches, strict=True):
+            normalizer.update(batch)
+        gathered = ranks[0].shared.sum_across_ranks(None, "test")  # the gradient average
+        for normalizer in ranks:
+            normalizer.merge_gathered(gathered)
+        alone.update(torch.cat(batches))
+    for normalizer in ranks:
+        assert torch.equal(normalizer.mean, ranks[0].mean)
+        assert float(normalizer.count) == float(alone.count)
+        assert torch.allclose(normalizer.mean, alone.mean, rtol=1e-13, atol=0)
+        assert torch.allclose(normalizer.var, alone.var, rtol=1e-11, atol=0)
+    # Statistics read with sums pending are merged first (a collective, here counted).
+    for normalizer, batch in zip(ranks, batches, strict=True):
+        normalizer.update(batch)
+    calls = ranks[0].shared.calls
+    ranks[0].constants(torch.float64)
+    assert ranks[0].shared.calls == calls + 1
 
 
 def test_rank_seeds_differ_and_rank_zero_keeps_the_seed():
@@ -261,3 +268,20 @@ def test_nproc_below_one_is_a_usage_error(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == "pathgrad: error: --nproc must be at least 1, got 0."
     assert not (tmp_path / "runs").exists()
+
+
+def test_nproc_trains_with_two_ranks_and_rank_zero_alone_writes(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pathgrad", "train", "--nproc", "2", "env.num_envs=16",
+         "trainer.total_updates=3", "eval.frequency_steps=512"],
+        cwd=tmp_path, capture_output=True, text=True, env=ENV,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("data-parallel: 2 ranks (gloo), 16 envs each, 32 in all") == 1
+    assert result.stdout.count("completed: 3 updates, 3,072 env steps") == 1  # rank 0 prints
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_step"] == 3 * 32 * 32
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["num_updates"] for r in records if r["kind"] == "train"] == [1, 2, 3]
+    assert [r["global_step"] for r in records if r["kind"] == "eval"] == [1024, 2048, 3072]

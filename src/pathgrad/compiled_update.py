@@ -294,7 +294,7 @@ class CompiledAPGUpdate:
             # non-finite on all, so every rank skips the same updates.
             keys = ("loss", "objective", "entropy", "policy_entropy")
             averaged = algorithm._average_across_ranks(
-                self.parameters, torch.stack([totals[key] for key in keys])
+                self.parameters, torch.stack([totals[key] for key in keys]), carry=True
             )
             totals = dict(zip(keys, averaged, strict=True))
         gradients = [

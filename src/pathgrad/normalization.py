@@ -39,9 +39,10 @@ class RunningObservationNormalizer:
     Attributes:
         skipped_rows: Rows left out of the statistics for non-finite entries
             since construction (int64 tensor; not part of the state dict).
-        moments_reducer: Optional ``(rows, mean, var) -> (rows, mean, var)``
-            applied to each batch's moments before the merge; data-parallel
-            ranks merge every rank's batch with it.
+        shared: The trainer's :class:`~pathgrad.distributed.DataParallel`
+            when it has several ranks: batches then merge with every rank's
+            (count, mean and M2 in float64, in rank order), carried by the
+            update's gradient average or gathered when next read.
     """
 
     def __init__(
@@ -76,7 +77,8 @@ class RunningObservationNormalizer:
         self.count = torch.tensor(float(initial_count), dtype=torch.float64, device=self.device)
         self.skipped_rows = torch.zeros((), dtype=torch.int64, device=self.device)
         self._cache: dict[torch.dtype, tuple[torch.Tensor, ...]] = {}
-        self.moments_reducer: Any = None
+        self.shared: Any = None  # a DataParallel of several ranks, set by the trainer
+        self._pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     @property
     def observation_dim(self) -> int:
@@ -85,10 +87,15 @@ class RunningObservationNormalizer:
 
     @torch.no_grad()
     def update(self, observations: torch.Tensor) -> None:
-        """Merge the finite rows of a batch ``[B, dim]`` into the running statistics."""
+        """Merge the finite rows of a batch ``[B, dim]`` into the running statistics.
+
+        With data-parallel ranks (``shared``), the batch's moments wait and
+        are merged with every rank's when the ranks next meet (the update's
+        gradient average) or the statistics are next read.
+        """
         batch = observations.detach().reshape(-1, self.dim).to(self.device, torch.float64)
-        if batch.shape[0] == 0 and self.moments_reducer is None:
-            return  # (ranks still merge: the others wait for this one's moments)
+        if batch.shape[0] == 0 and self.shared is None:
+            return
         finite = torch.isfinite(batch).all(dim=1, keepdim=True)
         rows = finite.sum(dtype=torch.float64)
         self.skipped_rows = self.skipped_rows + (batch.shape[0] - rows).to(torch.int64)
@@ -97,8 +104,15 @@ class RunningObservationNormalizer:
         batch_mean = torch.where(finite, batch, 0.0).sum(dim=0) / safe_rows
         centered = torch.where(finite, batch - batch_mean, 0.0)
         batch_var = centered.square().sum(dim=0) / safe_rows
-        if self.moments_reducer is not None:  # every rank's batch, merged
-            rows, batch_mean, batch_var = self.moments_reducer(rows, batch_mean, batch_var)
+        if self.shared is None:
+            self._merge(rows, batch_mean, batch_var)
+        elif self._pending is None:
+            self._pending = (rows, batch_mean, batch_var)
+        else:  # several batches before the ranks meet: their moments combined here
+            self._pending = _combined(*self._pending, rows, batch_mean, batch_var)
+
+    def _merge(self, rows: torch.Tensor, batch_mean: torch.Tensor, batch_var: torch.Tensor) -> None:
+        """Chan et al.'s merge of a batch's moments into the running statistics."""
         total = self.count + rows
         safe_total = torch.where(total > 0, total, 1.0)
         delta = batch_mean - self.mean
@@ -111,6 +125,43 @@ class RunningObservationNormalizer:
         self.count = total
         self._cache.clear()
 
+    def pending_moments(self) -> torch.Tensor:
+        """``[world_size, 1 + 2 dim]``: this rank's row holds its pending batch moments.
+
+        Every other row is zero, so the sum over the ranks gathers every
+        rank's moments (one all-reduce, carried by the gradient average).
+        """
+        slots = torch.zeros(
+            self.shared.world_size, 1 + 2 * self.dim, dtype=torch.float64, device=self.device
+        )
+        if self._pending is not None:
+            rows, mean, var = self._pending
+            slots[self.shared.rank] = torch.cat([rows.reshape(1), mean, var])
+        return slots.reshape(-1)
+
+    def merge_gathered(self, gathered: torch.Tensor) -> None:
+        """Merge every rank's pending moments (:meth:`pending_moments`, summed), in rank order.
+
+        Every rank computes the same statistics from the same values; they
+        equal those of one process merging all ranks' batches, to rounding.
+        """
+        if self._pending is None:
+            return
+        self._pending = None
+        rows = gathered.to(self.device, torch.float64).reshape(-1, 1 + 2 * self.dim)
+        merged = None
+        for entry in rows:
+            moments = (entry[0], entry[1 : 1 + self.dim], entry[1 + self.dim :])
+            merged = moments if merged is None else _combined(*merged, *moments)
+        self._merge(*merged)
+
+    def synchronize(self) -> None:
+        """Merge pending moments of every rank now (a collective when any are pending)."""
+        if self._pending is not None:
+            self.merge_gathered(
+                self.shared.sum_across_ranks(self.pending_moments(), "the normalizer merge")
+            )
+
     def constants(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """Shift, scale and clip bounds in ``dtype``; identity on masked-out dims.
 
@@ -118,6 +169,7 @@ class RunningObservationNormalizer:
         with them is :meth:`normalize`; they stay the same objects until the
         next :meth:`update` or load.
         """
+        self.synchronize()
         if dtype not in self._cache:
             mask = self.normalize_mask
             inf = torch.full_like(self.mean, float("inf"))
@@ -135,6 +187,7 @@ class RunningObservationNormalizer:
 
     def state_dict(self) -> dict[str, Any]:
         """Statistics and settings, for checkpoints (``clip`` is ``None`` when off)."""
+        self.synchronize()
         return {
             "mean": self.mean.clone(),
             "var": self.var.clone(),
@@ -176,7 +229,25 @@ class RunningObservationNormalizer:
             self.epsilon = float(state["epsilon"])
         if "clip" in state:
             self.clip = None if state["clip"] is None else float(state["clip"])
+        self._pending = None
         self._cache.clear()
+
+
+def _combined(
+    rows_a: torch.Tensor,
+    mean_a: torch.Tensor,
+    var_a: torch.Tensor,
+    rows_b: torch.Tensor,
+    mean_b: torch.Tensor,
+    var_b: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Moments of two batches together (Chan et al.), without host synchronisation."""
+    rows = rows_a + rows_b
+    safe = torch.where(rows > 0, rows, torch.ones_like(rows))
+    delta = mean_b - mean_a
+    mean = mean_a + delta * (rows_b / safe)
+    var = (var_a * rows_a + var_b * rows_b + delta.square() * rows_a * rows_b / safe) / safe
+    return rows, mean, var
 
 
 def apply_normalization(

@@ -306,7 +306,7 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         )
         if not self._update_valid:  # its gradient is dropped: zeros join the average
             self.optimizer.zero_grad(set_to_none=True)
-        averaged = self._average_across_ranks(self.policy.parameters(), extras)
+        averaged = self._average_across_ranks(self.policy.parameters(), extras, carry=True)
         invalid, self._loss_total, self._objective_total, self._entropy_total = averaged
         self._update_valid = bool(invalid == 0.0)
 

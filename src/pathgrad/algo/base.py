@@ -115,12 +115,16 @@ class BaseAlgorithm(ABC, Generic[RolloutT]):
             )
 
     def _average_across_ranks(
-        self, parameters: Iterable[torch.Tensor], extras: torch.Tensor
+        self, parameters: Iterable[torch.Tensor], extras: torch.Tensor, *, carry: bool = False
     ) -> torch.Tensor:
-        """Average gradients and ``extras`` over data-parallel ranks (as is alone)."""
+        """Average gradients and ``extras`` over data-parallel ranks (as is alone).
+
+        ``carry``: this is the update's one policy step, which also carries the
+        trainer's per-update exchange (:meth:`DataParallel.carry`).
+        """
         if self.synchronizer is None:
             return extras
-        return self.synchronizer.average_gradients(parameters, extras)
+        return self.synchronizer.average_gradients(parameters, extras, carry=carry)
 
     def current_learning_rate(self) -> float:
         """Learning rate of the first parameter group."""

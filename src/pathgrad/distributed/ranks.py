@@ -3,7 +3,8 @@
 * :func:`attach`: the algorithm averages gradients, the normalizer merges
   moments, episodes wait to be exchanged, interrupts wait for agreement, and
   every rank starts from rank 0's parameters;
-* :func:`end_of_update`: finished episodes and interrupt requests exchanged,
+* :func:`end_of_update`: finished episodes exchanged (when any finished) and
+  interrupt requests agreed, both announced in the update's gradient average,
   so every rank keeps the same episode windows and all stop at the same update;
 * :func:`rank_states` / :func:`restore_rank_state`: each rank's env, random
   streams and running episode sums in the checkpoint rank 0 writes.
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pathgrad.commands import Terminated
 from pathgrad.distributed.sync import DataParallel
 from pathgrad.interruption import InterruptGate
 
@@ -34,11 +36,13 @@ __all__ = [
 class SharedInterruptGate(InterruptGate):
     """Ranks stop together: a request waits for the end of the update, where all agree.
 
-    A signal on any rank (``request``) is only recorded; :func:`end_of_update`
-    exchanges the requests, and every rank raises the agreed exception when
-    the gate next opens, at the same update. The final checkpoint, a
-    collective, is then written by all of them.
+    A signal on any rank (``request``) is only recorded; the requests travel
+    with the update's gradient average (:func:`attach`), and every rank raises
+    the agreed exception when the gate next opens, after the same update. The
+    final checkpoint, a collective, is then written by all of them.
     """
+
+    KINDS: tuple[type[BaseException], ...] = (KeyboardInterrupt, Terminated)
 
     def __init__(self) -> None:
         super().__init__()
@@ -48,12 +52,21 @@ class SharedInterruptGate(InterruptGate):
         """Record ``exception`` for the next agreement; never raise here."""
         self.requested = self.requested or exception
 
-    def agree(self, requests: list[type[BaseException] | None]) -> None:
-        """Raise, when the gate next opens, the first rank's request (if any)."""
-        self.requested = None
-        chosen = next((request for request in requests if request is not None), None)
-        if chosen is not None:
-            self._deferred = chosen
+    def votes(self) -> torch.Tensor:
+        """This rank's request as counts per kind (last: any other exception)."""
+        votes = torch.zeros(len(self.KINDS) + 1, dtype=torch.float64)
+        if self.requested is not None:
+            kinds = list(self.KINDS)
+            votes[kinds.index(self.requested) if self.requested in kinds else -1] = 1.0
+        return votes
+
+    def agree(self, votes: torch.Tensor) -> None:
+        """Raise, when the gate next opens, the first kind any rank requested."""
+        local, self.requested = self.requested, None
+        chosen = [index for index, count in enumerate(votes.tolist()) if count > 0]
+        if chosen:
+            kinds = (*self.KINDS, local if local not in (None, *self.KINDS) else Terminated)
+            self._deferred = kinds[chosen[0]]
 
 
 def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
@@ -72,10 +85,26 @@ def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
     trainer.algorithm.synchronizer = data_parallel
     if not data_parallel.active:
         return
-    trainer.interrupts = SharedInterruptGate()
-    trainer.episodes.hold_finished = True
-    if trainer.observation_normalizer is not None:
-        trainer.observation_normalizer.moments_reducer = data_parallel.merge_moments
+    gate = trainer.interrupts = SharedInterruptGate()
+    data_parallel.carry(len(gate.KINDS) + 1, gate.votes, gate.agree)
+    episodes = trainer.episodes
+    episodes.hold_finished = True
+    exchange = {"due": False}
+
+    def finished_count() -> torch.Tensor:
+        episodes.flush()
+        return torch.tensor([float(len(episodes._held[0]))], dtype=torch.float64)
+
+    def note_finished(total: torch.Tensor) -> None:
+        exchange["due"] = bool(total[0] > 0)
+
+    data_parallel.carry(1, finished_count, note_finished)
+    trainer._episode_exchange = exchange
+    normalizer = trainer.observation_normalizer
+    if normalizer is not None:
+        normalizer.shared = data_parallel
+        size = data_parallel.world_size * (1 + 2 * normalizer.dim)
+        data_parallel.carry(size, normalizer.pending_moments, normalizer.merge_gathered)
     modules = [trainer.policy] + [
         value
         for value in vars(trainer.algorithm).values()
@@ -85,19 +114,24 @@ def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
 
 
 def end_of_update(trainer: DifferentiableTrainer) -> None:
-    """Exchange finished episodes and interrupt requests (one collective)."""
+    """Finish what the update's gradient average carried: episodes, interrupts, statistics.
+
+    Finished episodes travel as a count; only updates where some rank finished
+    an episode exchange them (one more collective).
+    """
     data_parallel = trainer.data_parallel
     if not data_parallel.active:
         return
-    gate = trainer.interrupts
-    returns, lengths = trainer.episodes.take_finished()
-    payloads = data_parallel.exchange(
-        "the end-of-update exchange", (returns, lengths, getattr(gate, "requested", None))
-    )
-    for rank_returns, rank_lengths, _ in payloads:
-        trainer.episodes.add_finished(rank_returns, rank_lengths)
-    if isinstance(gate, SharedInterruptGate):
-        gate.agree([request for _, _, request in payloads])
+    if not data_parallel.carried:  # the algorithm averaged no gradient in this update
+        data_parallel.carry_now()
+    data_parallel.carried = False
+    if trainer._episode_exchange["due"]:
+        trainer._episode_exchange["due"] = False
+        payloads = data_parallel.exchange(
+            "the episode exchange", trainer.episodes.take_finished()
+        )
+        for rank_returns, rank_lengths in payloads:
+            trainer.episodes.add_finished(rank_returns, rank_lengths)
 
 
 def _cpu(value: Any) -> Any:

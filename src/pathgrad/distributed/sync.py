@@ -57,6 +57,8 @@ class DataParallel:
         self.device = torch.device(device)
         self.seed = int(seed)
         self.broken = False  # a collective failed: no further collective is attempted
+        self._riders: list[tuple[int, Callable[[], torch.Tensor], Callable[..., None]]] = []
+        self.carried = False  # the carried values were exchanged in this update
 
     @property
     def is_main(self) -> bool:
@@ -83,14 +85,27 @@ class DataParallel:
                 "last checkpoint is intact: resume the run from it."
             ) from error
 
+    def carry(
+        self, size: int, send: Callable[[], torch.Tensor], receive: Callable[[torch.Tensor], None]
+    ) -> None:
+        """Add ``size`` values to every update's gradient average, summed over the ranks.
+
+        ``send()`` gives this rank's values (float64, ``[size]``); ``receive``
+        gets their sum over the ranks. Collectives are the costly part of a
+        small update (about 1-2 ms each over gloo on one host), so what every
+        update exchanges travels in the one all-reduce it needs anyway.
+        """
+        self._riders.append((size, send, receive))
+
     def average_gradients(
-        self, parameters: Iterable[torch.Tensor], extras: torch.Tensor
+        self, parameters: Iterable[torch.Tensor], extras: torch.Tensor, *, carry: bool = False
     ) -> torch.Tensor:
         """Average the parameters' gradients and ``extras`` (1-D float64) over the ranks.
 
         A missing gradient counts as zeros and is replaced by the average. One
         ``all_reduce`` of one flat buffer; every rank receives the same bytes,
-        so parameters stay bit-identical across ranks.
+        so parameters stay bit-identical across ranks. With ``carry`` (once per
+        update) the values of :meth:`carry` travel in the same buffer.
         """
         if not self.active:
             return extras
@@ -100,60 +115,45 @@ class DataParallel:
         for parameter in parameters:
             if parameter.grad is None:
                 parameter.grad = torch.zeros_like(parameter)
+        riders = self._riders if carry else []
+        carried = [send().to(self.device, torch.float64).reshape(-1) for _, send, _ in riders]
         flat = torch.cat(
-            [extras.to(self.device, torch.float64).reshape(-1)]
+            [extras.to(self.device, torch.float64).reshape(-1), *carried]
             + [p.grad.detach().reshape(-1).to(self.device, torch.float64) for p in parameters]
         )
         self._collective("the gradient average", lambda: dist.all_reduce(flat))
-        flat /= self.world_size
         offset = extras.numel()
+        for size, _, receive in riders:
+            receive(flat[offset : offset + size])
+            offset += size
+        self.carried = self.carried or carry
+        flat /= self.world_size
         for parameter in parameters:
             count = parameter.numel()
             parameter.grad.copy_(flat[offset : offset + count].view_as(parameter))
             offset += count
         return flat[: extras.numel()].to(extras.device)
 
+    def carry_now(self) -> None:
+        """Exchange the :meth:`carry` values alone (an update that averaged no gradient)."""
+        self.average_gradients([], torch.zeros(0, dtype=torch.float64), carry=True)
+
+    def sum_across_ranks(self, values: torch.Tensor, what: str) -> torch.Tensor:
+        """The sum of ``values`` over the ranks (a copy; the input is left as it is)."""
+        if not self.active:
+            return values
+        import torch.distributed as dist
+
+        total = values.detach().to(self.device, torch.float64).clone()
+        self._collective(what, lambda: dist.all_reduce(total))
+        return total.to(values.device)
+
     def all_agree(self, flag: bool) -> bool:
         """Whether ``flag`` is true on every rank."""
         if not self.active:
             return flag
-        import torch.distributed as dist
-
-        value = torch.tensor([0.0 if flag else 1.0], dtype=torch.float64, device=self.device)
-        self._collective("a consistency check", lambda: dist.all_reduce(value))
-        return float(value) == 0.0
-
-    def merge_moments(
-        self, rows: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every rank's batch moments merged into those of the whole batch (Chan et al.).
-
-        Ranks are merged in rank order from the same gathered values, so every
-        rank computes the same statistics; they equal the moments of the ranks'
-        batches concatenated, to float64 rounding.
-        """
-        if not self.active:
-            return rows, mean, var
-        import torch.distributed as dist
-
-        local = torch.cat([rows.reshape(1), mean, var]).to(self.device, torch.float64)
-        gathered = [torch.empty_like(local) for _ in range(self.world_size)]
-        self._collective("the normalizer merge", lambda: dist.all_gather(gathered, local))
-        dim = mean.numel()
-        total = torch.zeros((), dtype=torch.float64, device=self.device)
-        merged_mean = torch.zeros(dim, dtype=torch.float64, device=self.device)
-        merged_m2 = torch.zeros(dim, dtype=torch.float64, device=self.device)
-        for entry in gathered:
-            count, batch_mean, batch_var = entry[0], entry[1 : 1 + dim], entry[1 + dim :]
-            combined = total + count
-            safe = torch.where(combined > 0, combined, torch.ones_like(combined))
-            delta = batch_mean - merged_mean
-            merged_m2 = merged_m2 + batch_var * count + delta.square() * total * count / safe
-            merged_mean = merged_mean + delta * (count / safe)
-            total = combined
-        safe_total = torch.where(total > 0, total, torch.ones_like(total))
-        device = mean.device
-        return total.to(device), merged_mean.to(device), (merged_m2 / safe_total).to(device)
+        value = torch.tensor([0.0 if flag else 1.0], dtype=torch.float64)
+        return float(self.sum_across_ranks(value, "a consistency check")) == 0.0
 
     def exchange(self, what: str, payload: Any) -> list[Any]:
         """Every rank's ``payload`` (picklable), in rank order, on every rank."""
