@@ -1,19 +1,21 @@
 """The points where data-parallel ranks meet, and their no-op form for one process.
 
 Every rank runs the single-process data flow on its own env batch. They meet
-at a handful of points, all here: the gradient average after an update's
-backward (and after each critic step), the observation normalizer's merged
-moments, the finished episodes and interrupt requests exchanged at the end of
-every update, rank 0's evaluation results, and the per-rank state gathered
-into a checkpoint. :class:`DataParallel` with ``world_size == 1`` (the default)
-returns at once from each, so a single process takes the same path.
+once per update, in the gradient average after its backward, which also
+carries what every update exchanges (:meth:`DataParallel.carry`: the skip
+flag and loss terms, interrupt requests, the count of finished episodes, the
+observation normalizer's moments); besides, after each critic step (SHAC),
+to exchange finished episodes when there are any, for rank 0's evaluation
+results and for the per-rank state gathered into a checkpoint.
+:class:`DataParallel` with ``world_size == 1`` (the default) returns at once
+from each, so a single process takes the same path.
 
 Gradients are averaged with one explicit ``all_reduce`` per optimizer step
 rather than ``DistributedDataParallel``: APG backpropagates several segments
 (or accumulated rollouts) before one step, calls the policy many times per
 backward and may compile the whole update, none of which DDP's per-backward
-bucket hooks fit; a flat all-reduce of the few thousand gradient entries (with
-the loss terms and a skip flag in the same buffer) is one collective per update.
+bucket hooks fit; and a gloo collective costs 1-2 ms on one host whatever its
+size, so one flat buffer per update is what keeps small updates fast.
 """
 
 from __future__ import annotations
