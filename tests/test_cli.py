@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from pathgrad import __version__ as PATHGRAD_VERSION
 from pathgrad.checkpoint import read_checkpoint, read_index
 from pathgrad.config import load_config
+from pathgrad.export import read_metadata
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import GaussianMLPPolicy
 
@@ -136,36 +138,49 @@ def test_eval_plot_and_envs(tmp_path):
         assert name in listing
 
 
-def test_export_round_trip_matches_the_policy(tmp_path):
+def run_exported(path: Path, observations: torch.Tensor) -> torch.Tensor:
+    """Actions of an exported file, loaded without pathgrad (torch.export or onnxruntime)."""
+    if path.suffix == ".pt2":
+        return torch.export.load(str(path)).module()(observations)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path))
+    return torch.from_numpy(session.run(None, {"observation": observations.numpy()})[0])
+
+
+@pytest.mark.parametrize("name", ["policy.pt2", "policy.onnx"])
+def test_export_round_trip_matches_the_policy(tmp_path, name):
     pathgrad("train", *FAST, "trainer.normalize_observations=true", cwd=tmp_path)
     run_dir = only_run(tmp_path)
     checkpoint_path = next((run_dir / "checkpoints").glob("*final*.pt"))
-    pathgrad("export", str(checkpoint_path), "-o", "policy.pt", cwd=tmp_path)
-    module = torch.jit.load(str(tmp_path / "policy.pt"))
+    result = pathgrad("export", str(run_dir), "-o", name, cwd=tmp_path)
+    assert "observations [B, 6] -> actions" in result.stdout
     checkpoint = read_checkpoint(checkpoint_path)
     policy = GaussianMLPPolicy(6, 2, squash=True)  # the default config squashes
     policy.load_state_dict(checkpoint["policy"])
     normalizer = RunningObservationNormalizer(6)
     normalizer.load_state_dict(checkpoint["observation_normalizer"])
     assert float(normalizer.count) > 0
-    observations = torch.randn(32, 6) * 3
-    expected = policy.get_action(normalizer.normalize(observations))
-    assert torch.allclose(module(observations), expected, atol=1e-6)
+    for batch in (1, 32):  # any batch size
+        observations = torch.randn(batch, 6) * 3
+        expected = policy.get_action(normalizer.normalize(observations))
+        assert torch.allclose(run_exported(tmp_path / name, observations), expected, atol=1e-5)
+    metadata = read_metadata(tmp_path / name)
+    assert metadata["env"] == "PointMass" and metadata["action_space"]["shape"] == [2]
+    assert metadata["observation_space"]["shape"] == [6]
+    assert metadata["source_checkpoint"] == str(checkpoint_path)
+    assert metadata["observation_normalizer_folded_in"] is True
+    assert metadata["pathgrad_version"] == PATHGRAD_VERSION
+    assert metadata["torch_version"] == torch.__version__
 
 
-def test_export_bounds_an_unsquashed_policy_to_the_action_space(tmp_path):
-    pathgrad("train", *FAST, "policy.squash=false", "policy.init_log_std=0.0", cwd=tmp_path)
-    checkpoint_path = next((only_run(tmp_path) / "checkpoints").glob("*final*.pt"))
-    pathgrad("export", str(checkpoint_path), "-o", "policy.pt", cwd=tmp_path)
-    module = torch.jit.load(str(tmp_path / "policy.pt"))
-    policy = GaussianMLPPolicy(6, 2)
-    policy.load_state_dict(read_checkpoint(checkpoint_path)["policy"])
-    with torch.no_grad():
-        policy.mean_net[-1].bias.fill_(5.0)  # the mean far outside [-1, 1]
-        module.state_dict()["policy.mean_net.4.bias"].fill_(5.0)  # shares the storage
-    observations = torch.randn(16, 6)
-    assert bool((policy.get_action(observations) > 1).all())
-    assert torch.equal(module(observations), torch.ones(16, 2))
+def test_export_refuses_other_formats_and_writes_nothing(tmp_path):
+    pathgrad("train", *FAST, cwd=tmp_path)
+    result = pathgrad("export", str(only_run(tmp_path)), "-o", "policy.pt", cwd=tmp_path,
+                      check=False)  # fmt: skip
+    assert result.returncode == 2
+    assert "give a .pt2 (torch.export) or .onnx file name" in result.stderr
+    assert not (tmp_path / "policy.pt").exists()
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def test_bad_checkpoint_files_are_one_line_errors(trained, tmp_path):
     mismatched = tmp_path / "mismatched.pt"
     torch.save({**checkpoint, "config": {**checkpoint["config"], "policy": policy}}, mismatched)
     for command in ("eval", "export"):
-        extra = ["-o", str(tmp_path / "p.pt")] if command == "export" else []
+        extra = ["-o", str(tmp_path / "p.pt2")] if command == "export" else []
         assert_usage_error(pathgrad(command, str(mismatched), *extra, cwd=tmp_path),
                            "does not match its own config")  # fmt: skip
     foreign = tmp_path / "foreign.pt"
@@ -119,7 +119,7 @@ def test_bad_checkpoint_files_are_one_line_errors(trained, tmp_path):
 
 def test_unwritable_outputs_are_one_line_errors(trained, tmp_path):
     final = str(next((trained / "checkpoints").glob("*final*.pt")))
-    assert_usage_error(pathgrad("export", final, "-o", "/proc/x.pt", cwd=tmp_path), "/proc/x.pt")
+    assert_usage_error(pathgrad("export", final, "-o", "/proc/x.pt2", cwd=tmp_path), "/proc/x.pt2")
     assert_usage_error(pathgrad("export", final, "-o", str(tmp_path), cwd=tmp_path),
                        "is a directory")  # fmt: skip
     assert_usage_error(pathgrad("plot", str(trained), "-o", "/proc/c.png", cwd=tmp_path),

@@ -102,9 +102,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     listing.set_defaults(handler=command_envs)
 
-    export = commands.add_parser("export", help="TorchScript of a checkpoint's policy")
-    export.add_argument("checkpoint")
-    export.add_argument("-o", "--output", required=True)
+    export = commands.add_parser(
+        "export", help="a deployable policy: torch.export (.pt2) or ONNX (.onnx)"
+    )
+    export.add_argument("checkpoint", help="run directory (latest checkpoint) or checkpoint file")
+    export.add_argument("-o", "--output", required=True, help="policy.pt2 or policy.onnx")
     export.set_defaults(handler=command_export)
     return parser
 

@@ -1,18 +1,50 @@
-"""Export a trained policy as a TorchScript module with its observation normalizer folded in."""
+"""Export a trained policy for deployment: ``torch.export`` (``.pt2``) or ONNX (``.onnx``).
+
+Both files hold the deterministic policy with the observation normalizer
+folded in and actions clamped to the action space, for any batch size, and
+carry pathgrad's metadata (env, spaces, versions, source checkpoint) as JSON:
+in the ``.pt2`` archive as the extra file ``pathgrad.json``, in the ONNX model
+as the metadata property ``pathgrad``. Neither needs pathgrad to run:
+
+    program = torch.export.load("policy.pt2"); actions = program.module()(obs)
+    session = onnxruntime.InferenceSession("policy.onnx")
+    actions = session.run(None, {"observation": obs})[0]
+
+TorchScript (``torch.jit.trace``), pathgrad's former format, is deprecated in
+PyTorch 2.13 and warns on save and load; ``torch.export`` replaces it in
+Python and, through AOTInductor, in C++, and ONNX serves every other runtime.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import logging
+import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from pathgrad.checkpoint import atomic_write
+from pathgrad.atomic_files import atomic_write
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
 
-__all__ = ["DeployedPolicy", "export_policy"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "METADATA_KEY",
+    "DeployedPolicy",
+    "export_metadata",
+    "export_policy",
+    "read_metadata",
+]
+
+EXPORT_FORMATS = {".pt2": "torch.export", ".onnx": "ONNX"}
+METADATA_KEY = "pathgrad"  # the ONNX metadata property; in .pt2 archives "pathgrad.json"
+_PT2_METADATA = "pathgrad.json"
 
 
 class DeployedPolicy(nn.Module):
@@ -67,16 +99,116 @@ def export_policy(
     example_observation: torch.Tensor,
     output: str | Path,
     action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Trace the deployed policy on ``example_observation`` and save it atomically.
+    """Export the deployed policy to ``output`` (``.pt2`` or ``.onnx``), written atomically.
 
-    The file loads with plain ``torch.jit.load`` (no pathgrad needed) and maps
-    raw observations ``[B, D]`` to deterministic actions ``[B, A]``, clamped to
-    ``action_bounds`` when given.
+    Args:
+        policy: The trained policy.
+        normalizer: Its observation normalizer (folded in), or ``None``.
+        example_observation: Observations ``[B, D]`` to trace with; the
+            exported program takes any batch size.
+        output: Destination; its suffix chooses the format.
+        action_bounds: ``(low, high)`` actions are clamped to.
+        metadata: JSON-serialisable facts stored in the file.
+
+    Raises:
+        ValueError: If the suffix is not ``.pt2`` or ``.onnx``.
     """
+    output = Path(output)
+    suffix = output.suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        raise ValueError(
+            f"cannot export to '{output.name}': give a .pt2 (torch.export) or .onnx file name "
+            "(TorchScript .pt files are no longer written: torch.jit is deprecated)."
+        )
     module = DeployedPolicy(policy, normalizer, action_bounds).eval()
     for parameter in module.parameters():
         parameter.requires_grad_(False)
-    with torch.no_grad():
-        traced: Any = torch.jit.trace(module, example_observation, check_trace=True)
-    return atomic_write(Path(output), lambda handle: torch.jit.save(traced, handle))
+    text = json.dumps(dict(metadata or {}), sort_keys=True)
+    batch = torch.export.Dim("batch", min=1)
+    example = example_observation.detach().reshape(-1, example_observation.shape[-1])
+    if example.shape[0] == 1:  # a size-1 example would be specialised to batch 1
+        example = example.expand(2, -1).contiguous()
+    with _quiet_exporters(), torch.no_grad():
+        if suffix == ".pt2":
+            program = torch.export.export(module, (example,), dynamic_shapes=({0: batch},))
+            return atomic_write(
+                output,
+                lambda handle: torch.export.save(
+                    program, handle, extra_files={_PT2_METADATA: text}
+                ),
+            )
+        onnx_program = torch.onnx.export(
+            module, (example,), dynamic_shapes=({0: batch},), dynamo=True, verbose=False,
+            input_names=["observation"], output_names=["action"],
+        )  # fmt: skip
+    model = onnx_program.model_proto
+    import onnx
+
+    onnx.helper.set_model_props(model, {METADATA_KEY: text})
+    return atomic_write(output, lambda handle: handle.write(model.SerializeToString()))
+
+
+def export_metadata(config: Any, checkpoint: Mapping[str, Any], source: Path, env: Any) -> dict:
+    """What an exported file says about itself: env, spaces, versions, source checkpoint."""
+    import platform
+
+    import pathgrad
+
+    def space(box: Any) -> dict[str, Any]:
+        return {"shape": list(box.shape), "low": box.low.tolist(), "high": box.high.tolist()}
+
+    return {
+        "format": "pathgrad.exported_policy",
+        "env": config.env.name,
+        "observation_space": space(env.single_observation_space),
+        "action_space": space(env.single_action_space),
+        "input": "raw observations [batch, obs_dim], float"
+        f"{64 if config.env.dtype == 'float64' else 32}",
+        "output": "deterministic actions [batch, act_dim], clamped to the action space",
+        "observation_normalizer_folded_in": checkpoint.get("observation_normalizer") is not None,
+        "source_checkpoint": str(source),
+        "global_step": int(checkpoint.get("global_step", 0)),
+        "pathgrad_version": pathgrad.__version__,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+    }
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The pathgrad metadata of an exported ``.pt2`` or ``.onnx`` file.
+
+    Raises:
+        ValueError: If the file has none or is not an export.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".onnx":
+        import onnx
+
+        model = onnx.load(str(path), load_external_data=False)
+        properties = {entry.key: entry.value for entry in model.metadata_props}
+        text = properties.get(METADATA_KEY)
+    else:
+        extra = {_PT2_METADATA: ""}
+        torch.export.load(str(path), extra_files=extra)
+        text = extra[_PT2_METADATA] or None
+    if not text:
+        raise ValueError(f"'{path}' carries no pathgrad metadata.")
+    return json.loads(text)
+
+
+@contextlib.contextmanager
+def _quiet_exporters() -> Iterator[None]:
+    """The exporters' progress lines, optional-dependency and deprecation notes, silenced."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch._dynamo", "torch.export")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)

@@ -138,23 +138,40 @@ def _action_transform(config: RunConfig, env: Any) -> Any:
 
 
 def command_export(args: argparse.Namespace) -> int:
-    """``pathgrad export CHECKPOINT -o policy.pt``: TorchScript of the deterministic policy."""
-    from pathgrad.export import export_policy
+    """``pathgrad export RUN_DIR|CHECKPOINT -o policy.pt2|policy.onnx``: a deployable policy."""
+    from pathgrad.export import EXPORT_FORMATS, export_metadata, export_policy
 
     output = Path(args.output)
     if output.is_dir():
         raise UsageError(f"-o '{output}' is a directory; give a file name.")
+    if output.suffix.lower() not in EXPORT_FORMATS:
+        raise UsageError(
+            f"-o '{output}': give a .pt2 (torch.export) or .onnx file name (TorchScript .pt "
+            "files are no longer written: torch.jit is deprecated in PyTorch 2.13)."
+        )
     config, checkpoint, path = load_for_evaluation(Path(args.checkpoint), "cpu")
     env = build_env(config, 1, config.trainer.seed)
     policy, normalizer = policy_from_checkpoint(config, checkpoint, env, path)
     observation, _ = env.reset(seed=0)
+    bounds = action_space_bounds(env.single_action_space, "cpu")
+    metadata = export_metadata(config, checkpoint, path, env)
     try:
-        bounds = action_space_bounds(env.single_action_space, "cpu")
         with signals_raise():  # an interrupted write removes its temporary file
-            written = export_policy(policy, normalizer, observation, output, bounds)
+            written = export_policy(policy, normalizer, observation, output, bounds, metadata)
     except OSError as error:
         raise UsageError(f"cannot write '{output}': {error.strerror or error}") from error
-    print(f"wrote {written} (torch.jit.load it; input [B, {observation.shape[-1]}] observations)")
+    except ImportError as error:
+        raise UsageError(
+            f"ONNX export needs the onnx and onnxscript packages: pip install "
+            f"'pathgrad[export]' ({error})"
+        ) from error
+    dim = observation.shape[-1]
+    how = (
+        "torch.export.load(path).module()(obs)"
+        if output.suffix.lower() == ".pt2"
+        else "onnxruntime.InferenceSession(path).run(None, {'observation': obs})"
+    )
+    print(f"wrote {written}: observations [B, {dim}] -> actions; {how}")
     return 0
 
 

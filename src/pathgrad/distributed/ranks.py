@@ -127,9 +127,7 @@ def end_of_update(trainer: DifferentiableTrainer) -> None:
     data_parallel.carried = False
     if trainer._episode_exchange["due"]:
         trainer._episode_exchange["due"] = False
-        payloads = data_parallel.exchange(
-            "the episode exchange", trainer.episodes.take_finished()
-        )
+        payloads = data_parallel.exchange("the episode exchange", trainer.episodes.take_finished())
         for rank_returns, rank_lengths in payloads:
             trainer.episodes.add_finished(rank_returns, rank_lengths)
 
