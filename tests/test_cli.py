@@ -370,3 +370,35 @@ def test_shac_trains_through_the_command_line(tmp_path):
     records = train_records(only_run(tmp_path))
     assert len(records) == 6 and all(r["train/value_loss"] is not None for r in records)
     assert "train/explained_variance" in records[-1]
+
+
+def test_print_config_prints_the_resolved_config_and_writes_nothing(tmp_path):
+    result = pathgrad("train", "trainer.seed=3", "env.num_envs=8", "--print-config", cwd=tmp_path)
+    (tmp_path / "printed.yaml").write_text(result.stdout)
+    printed = load_config(tmp_path / "printed.yaml")
+    assert printed.trainer.seed == 3 and printed.env.num_envs == 8
+    assert printed == load_config(None, ["trainer.seed=3", "env.num_envs=8"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["printed.yaml"]  # no run
+
+
+def test_a_run_records_where_it_came_from(tmp_path):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "notes.txt").write_text("a")
+    subprocess.run(["git", "add", "notes.txt"], cwd=tmp_path, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"],
+        cwd=tmp_path, check=True,
+    )  # fmt: skip
+    (tmp_path / "notes.txt").write_text("changed")  # a dirty working tree
+    pathgrad("train", *FAST, "trainer.seed=5", cwd=tmp_path)
+    run_dir = only_run(tmp_path)
+    pathgrad("resume", str(run_dir), "--total-updates", "8", "--quiet", cwd=tmp_path)
+    entries = json.loads((run_dir / "provenance.json").read_text())["invocations"]
+    assert [entry["command"] for entry in entries] == ["train", "resume"]
+    first = entries[0]
+    assert first["argv"][1:] == ["train", *FAST, "trainer.seed=5"]
+    assert "trainer.seed=5" in first["overrides"]
+    assert first["git"]["dirty"] is True and len(first["git"]["commit"]) == 40
+    assert first["torch_version"] == torch.__version__
+    assert first["pathgrad_version"] == PATHGRAD_VERSION and first["world_size"] == 1
+    assert entries[1]["overrides"][0] == "trainer.total_updates=8"

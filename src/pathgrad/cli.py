@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="print nothing but errors")
     train.add_argument("--num-threads", metavar="N|auto", help=THREADS_HELP)
     train.add_argument("--nproc", type=int, metavar="N", help=NPROC_HELP)
+    train.add_argument(
+        "--print-config", action="store_true", help="print the resolved config and exit"
+    )
     train.set_defaults(handler=command_train)
 
     resume = commands.add_parser("resume", help="continue a run from its latest checkpoint")

@@ -23,10 +23,11 @@ from pathgrad.commands import (
     signals_ignored,
     signals_raise,
 )
-from pathgrad.config import RunConfig, load_config
+from pathgrad.config import RunConfig, dump_config, load_config
 from pathgrad.distributed import join, leave, torchrun_world_size
 from pathgrad.distributed.launch import launch_ranks
 from pathgrad.progress import ProgressReporter
+from pathgrad.provenance import invocation, record_invocation
 from pathgrad.run import (
     CONFIG_FILE,
     CURVE_FILE,
@@ -53,6 +54,9 @@ def command_train(args: argparse.Namespace) -> int:
         overrides.insert(0, config_path)  # the first override, not a file
         config_path = None
     config = load_config(config_path, overrides)
+    if args.print_config:
+        print(dump_config(config), end="")
+        return 0
     data_parallel = join(config.env.device, config.trainer.distributed_timeout_seconds)
     try:
         # may fail: nothing is written yet
@@ -69,6 +73,7 @@ def command_train(args: argparse.Namespace) -> int:
             with _main_rank_lock(data_parallel, run_dir):
                 if data_parallel.is_main:
                     write_config(run_dir, config)
+                    record_invocation(run_dir, _invocation("train", args, overrides))
                 return _run_training(config, run_dir, objects, resume=False, quiet=args.quiet)
     finally:
         leave(data_parallel)
@@ -99,8 +104,10 @@ def command_resume(args: argparse.Namespace) -> int:
                 except (ValueError, FileNotFoundError) as error:
                     raise UsageError(str(error)) from error
             _check_new_budget(args, saved, trainer)
-            if overrides and data_parallel.is_main:
-                write_config(run_dir, config)
+            if data_parallel.is_main:
+                if overrides:
+                    write_config(run_dir, config)
+                record_invocation(run_dir, _invocation("resume", args, overrides))
             if not args.quiet and data_parallel.is_main:
                 origin = "the start (no checkpoint yet)" if checkpoint is None else checkpoint.name
                 print(
@@ -110,6 +117,12 @@ def command_resume(args: argparse.Namespace) -> int:
             return _run_training(config, run_dir, objects, resume=True, quiet=args.quiet)
     finally:
         leave(data_parallel)
+
+
+def _invocation(command: str, args: argparse.Namespace, overrides: list[str]) -> dict:
+    entry = invocation(command, getattr(args, "argv", []), overrides)
+    entry["world_size"] = torchrun_world_size()
+    return entry
 
 
 def _launch_requested(args: argparse.Namespace) -> bool:
