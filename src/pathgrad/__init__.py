@@ -13,6 +13,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "pathgrad.api": ("EarlyStopping", "LoadedPolicy", "TrainResult", "load", "train"),
     "pathgrad.algo": (
         "APG",
         "APGCfg",

@@ -144,7 +144,10 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         self._saved_update: int | None = None  # update of the last scheduled save
         self._skipped_rows_seen = 0
         self._rollout_index = 0
+        # callback(kind, entry) per update ("train") and evaluation ("eval"); one with a
+        # true `stop_training` attribute ends training before the next update.
         self.callbacks: list[Callable[[str, dict[str, float]], None]] = []
+        self.stopped_early = False
         self.checkpoint_extra: dict[str, Any] = {}
         self.interrupts = InterruptGate()
         self.compiled_update: CompiledAPGUpdate | None = None
@@ -210,11 +213,15 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         self._start_step = self.global_step
         self.policy.train()
         self._evaluate_and_save()  # what an interrupt left pending after the last update
+        self.stopped_early = False
         while (
             self.num_updates < total_updates
             if total_updates is not None
             else self.global_step < total_timesteps
         ):
+            if any(getattr(callback, "stop_training", False) for callback in self.callbacks):
+                self.stopped_early = True  # as at the budget: final evaluation follows
+                break
             self.algorithm._check_schedule_horizon(1)
             snapshot = UpdateSnapshot.take(self)
             try:

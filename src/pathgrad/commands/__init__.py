@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,7 +35,13 @@ class Terminated(BaseException):
 
 @contextlib.contextmanager
 def _handling_signals(handler: Any) -> Iterator[None]:
-    """Handle SIGINT and SIGTERM with ``handler`` inside the block, then restore."""
+    """Handle SIGINT and SIGTERM with ``handler`` inside the block, then restore.
+
+    Outside the main thread (Python can set handlers only there) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous_int = signal.signal(signal.SIGINT, handler)
     previous_term = signal.signal(signal.SIGTERM, handler)
     try:

@@ -41,7 +41,15 @@ from pathgrad.run import (
 )
 from pathgrad.scalar_logging import eval_scalars, train_scalars
 
-__all__ = ["command_resume", "command_train"]
+__all__ = ["EXIT_CODES", "command_resume", "command_train", "start_run"]
+
+EXIT_CODES = {
+    "completed": 0,
+    "stopped early": 0,
+    "interrupted": EXIT_SIGINT,
+    "terminated": EXIT_SIGTERM,
+    "failed": 1,
+}
 
 
 def command_train(args: argparse.Namespace) -> int:
@@ -57,6 +65,22 @@ def command_train(args: argparse.Namespace) -> int:
     if args.print_config:
         print(dump_config(config), end="")
         return 0
+    entry = _invocation("train", args, overrides)
+    _, _, status = start_run(config, entry, [], quiet=args.quiet)
+    return EXIT_CODES[status]
+
+
+def start_run(
+    config: RunConfig, provenance: dict | list[str], callbacks: list, *, quiet: bool
+) -> tuple[Path, Any, str]:
+    """Create a run directory and train it; returns it, the trainer and the final status.
+
+    ``provenance`` is the ``provenance.json`` entry, or the overrides to make
+    one from (the Python API). ``callbacks`` are added to the trainer's.
+    """
+    if isinstance(provenance, list):
+        provenance = invocation("train (python)", [], provenance)
+        provenance["world_size"] = torchrun_world_size()
     data_parallel = join(config.env.device, config.trainer.distributed_timeout_seconds)
     try:
         # may fail: nothing is written yet
@@ -73,8 +97,11 @@ def command_train(args: argparse.Namespace) -> int:
             with _main_rank_lock(data_parallel, run_dir):
                 if data_parallel.is_main:
                     write_config(run_dir, config)
-                    record_invocation(run_dir, _invocation("train", args, overrides))
-                return _run_training(config, run_dir, objects, resume=False, quiet=args.quiet)
+                    record_invocation(run_dir, provenance)
+                status = _run_training(
+                    config, run_dir, objects, resume=False, quiet=quiet, callbacks=callbacks
+                )
+                return run_dir, trainer, status
     finally:
         leave(data_parallel)
 
@@ -114,7 +141,8 @@ def command_resume(args: argparse.Namespace) -> int:
                     f"resuming {run_dir} from {origin}: update {trainer.num_updates}, "
                     f"{trainer.global_step:,} env steps"
                 )
-            return _run_training(config, run_dir, objects, resume=True, quiet=args.quiet)
+            status = _run_training(config, run_dir, objects, resume=True, quiet=args.quiet)
+            return EXIT_CODES[status]
     finally:
         leave(data_parallel)
 
@@ -244,9 +272,19 @@ def _open_writer(config: RunConfig, run_dir: Path, trainer: Any, resume: bool) -
 
 
 def _run_training(
-    config: RunConfig, run_dir: Path, objects: Any, *, resume: bool, quiet: bool
-) -> int:
-    """Train with logging, progress and signal handling; always leave a resumable run.
+    config: RunConfig,
+    run_dir: Path,
+    objects: Any,
+    *,
+    resume: bool,
+    quiet: bool,
+    callbacks: list | None = None,
+) -> str:
+    """Train with logging, progress and signal handling; returns the final status.
+
+    The status is ``completed``, ``stopped early`` (a callback's
+    ``stop_training``), ``interrupted``, ``terminated`` or ``failed`` (the
+    exception then propagates). The run is always left resumable.
 
     With several ranks, rank 0 alone logs, prints and writes the run's files;
     all ranks stop together on a signal to any of them and write the final
@@ -258,7 +296,7 @@ def _run_training(
     quiet = quiet or not main
     writer = wandb_run = progress = None
     final: str | None = None
-    status, code = "failed", 1  # until training returns or a signal stops it
+    status = "failed"  # until training returns or a signal stops it
     try:
         with signals_raise(trainer.request_interrupt):
             trainer.interrupts.close()  # set-up is not split: a signal waits for its end
@@ -281,14 +319,14 @@ def _run_training(
             )
             if not quiet:
                 _print_start(trainer)
-            trainer.callbacks[:] = [metrics, progress] if main else []
+            trainer.callbacks[:] = [metrics, progress, *(callbacks or [])] if main else []
             trainer.interrupts.open()  # raises a signal that came during start-up
             trainer.train(**budget)
-        status, code = "completed", 0
+        status = "stopped early" if trainer.stopped_early else "completed"
     except KeyboardInterrupt:
-        status, code = "interrupted", EXIT_SIGINT
+        status = "interrupted"
     except Terminated:
-        status, code = "terminated", EXIT_SIGTERM
+        status = "terminated"
     finally:
         with signals_ignored():
             if progress is not None:
@@ -305,7 +343,7 @@ def _run_training(
                 wandb_run.finish()
     if not quiet:
         _print_outcome(trainer, status, run_dir, final, curve, writer is not None)
-    return code
+    return status
 
 
 def _print_start(trainer: Any) -> None:
