@@ -296,3 +296,33 @@ def test_restore_env_state_false_starts_a_fresh_rollout(tmp_path):
         assert torch.equal(value, learning_state(target)[name]), name
     target.train(total_updates=4)
     assert target.num_updates == 4
+
+
+def test_retention_keeps_the_newest_periodic_the_best_and_the_final(tmp_path):
+    trainer = build_point_mass_trainer(tmp_path, save_frequency_updates=1, keep_last_checkpoints=2)
+    trainer.train(total_updates=6)
+    trainer.save_checkpoint(kind="final")
+    trainer.train(total_updates=7)
+    trainer.save_checkpoint(kind="final")
+    files = sorted(path.name for path in tmp_path.glob("*.pt"))
+    indexed = sorted(entry["file"] for entry in read_index(tmp_path))
+    assert files == indexed  # the index names exactly the files kept
+    kinds = {entry["file"]: entry["kind"] for entry in read_index(tmp_path)}
+    periodic = sorted(
+        (n for n, k in kinds.items() if k == "periodic"), key=lambda n: int(n.split("_")[-1][:-3])
+    )
+    assert len(periodic) == 2 and periodic[-1].endswith(f"step_{trainer.global_step}.pt")
+    assert [n for n, k in kinds.items() if k == "final"] == [
+        f"test_final_step_{trainer.global_step}.pt"
+    ]
+    best = [n for n, k in kinds.items() if k == "best"]
+    assert trainer.best_checkpoint_path is not None  # evaluations ran and saved bests
+    assert best == [Path(trainer.best_checkpoint_path).name]
+    assert latest_checkpoint(tmp_path).name == f"test_final_step_{trainer.global_step}.pt"
+
+
+def test_retention_must_not_be_negative():
+    from pathgrad.trainer_config import DifferentiableTrainerCfg
+
+    with pytest.raises(ValueError, match="keep_last_checkpoints cannot be negative"):
+        DifferentiableTrainerCfg(keep_last_checkpoints=-1).validate()

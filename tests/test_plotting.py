@@ -83,3 +83,28 @@ def test_a_cut_last_line_is_skipped_and_a_bad_line_named(tmp_path):
         plot_runs([run], tmp_path / "out.png")
     with pytest.raises(FileNotFoundError, match="has no metrics.jsonl"):
         plot_runs([tmp_path / "empty"], tmp_path / "out.png")
+
+
+def test_gradient_health_gets_log_scaled_rows_with_skipped_updates_marked(tmp_path):
+    run = write_run(tmp_path / "a", evaluations=False)
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for line in lines:
+        update = line["num_updates"]
+        skipped = update in (7, 30)
+        line.update({"train/grad_norm": None if skipped else 10.0 ** (update % 4),
+                     "train/skipped_update": float(skipped),
+                     "train/action_adjoint_preclip_max_norm": 0.5 * update})  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    figure = learning_curve_figure([run])
+    rows = [axis.get_ylabel() for axis in figure.axes[::2]]
+    assert rows == [
+        "training return (last 100 episodes)",
+        "gradient norm before clipping (x: skipped update)",
+        "largest action-adjoint norm",
+    ]
+    gradient_axis = figure.axes[2]
+    assert gradient_axis.get_yscale() == "log" and figure.axes[4].get_yscale() == "log"
+    norm_line, skipped_marks = gradient_axis.get_lines()
+    assert len(norm_line.get_xdata()) == 38  # skipped updates have no norm
+    assert list(skipped_marks.get_xdata()) == [7 * 64 * 32, 30 * 64 * 32]
+    plt.close(figure)

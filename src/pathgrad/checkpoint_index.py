@@ -20,6 +20,7 @@ __all__ = [
     "index_entry",
     "json_safe",
     "latest_checkpoint",
+    "prune_checkpoints",
     "read_index",
     "rebuild_index",
     "record_in_index",
@@ -114,6 +115,28 @@ def record_in_index(path: Path, entry: dict[str, Any]) -> None:
     entries = [item for item in entries if item["file"] != path.name]
     entries.append({"file": path.name, **entry})
     _write_index(path.parent, entries)
+
+
+def prune_checkpoints(directory: str | Path, keep_last: int, keep: set[str]) -> list[str]:
+    """Delete all but the newest ``keep_last`` periodic checkpoints, the newest final one
+    and the files named in ``keep`` (the current best); returns the deleted names.
+
+    The index is rewritten first, so a crash in between leaves files the index
+    does not name (harmless), never an index naming a deleted file.
+    """
+    directory = Path(directory)
+    entries = read_index(directory)
+    ordered = sorted(entries, key=lambda item: (item["num_updates"], item["time"]))
+    periodic = [item["file"] for item in ordered if item["kind"] == "periodic"]
+    finals = [item["file"] for item in ordered if item["kind"] == "final"]
+    kept = set(periodic[-keep_last:]) | set(finals[-1:]) | set(keep)
+    doomed = [item["file"] for item in entries if item["file"] not in kept]
+    if not doomed:
+        return []
+    _write_index(directory, [item for item in entries if item["file"] in kept])
+    for name in doomed:
+        (directory / name).unlink(missing_ok=True)
+    return doomed
 
 
 def rebuild_index(directory: str | Path) -> list[dict[str, Any]]:

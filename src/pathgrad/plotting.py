@@ -23,6 +23,11 @@ PANELS = (
     ("eval", "eval/avg_reward", "evaluation return"),
     ("train", "charts/episode_reward_avg_100", "training return (last 100 episodes)"),
 )
+# Gradient health, on a log scale; skipped updates are marked on the first row.
+HEALTH_PANELS = (
+    ("train", "train/grad_norm", "gradient norm before clipping (x: skipped update)"),
+    ("train", "train/action_adjoint_preclip_max_norm", "largest action-adjoint norm"),
+)
 AXES = (("global_step", "env steps"), ("time", "wall time (s)"))
 
 
@@ -82,7 +87,9 @@ def learning_curve_figure(run_dirs: Sequence[str | Path], metrics: Sequence[str]
     Rows without any data (evaluation switched off) are left out; each run is
     labelled with its name, env, algorithm and seed; env steps read as 200k, 1M.
     ``metrics`` adds a row per evaluation metric (``eval/forward_velocity`` or
-    just ``forward_velocity``).
+    just ``forward_velocity``). Gradient health follows where recorded: the
+    gradient norm before clipping with skipped updates marked, and the largest
+    action-adjoint norm (log scales).
 
     Raises:
         FileNotFoundError: If a run directory has no ``metrics.jsonl`` (or no records).
@@ -101,6 +108,11 @@ def learning_curve_figure(run_dirs: Sequence[str | Path], metrics: Sequence[str]
         if any(_points(run_records, *panel[:2]) for run_records in records.values())
     ] or list(PANELS[1:])
     panels += [_metric_panel(records, metric) for metric in metrics]
+    panels += [
+        panel
+        for panel in HEALTH_PANELS
+        if any(_points(run_records, *panel[:2]) for run_records in records.values())
+    ]
     figure, axes = plt.subplots(
         len(panels), len(AXES), figsize=(11, 3.5 * len(panels) + 0.5), squeeze=False
     )
@@ -117,6 +129,15 @@ def learning_curve_figure(run_dirs: Sequence[str | Path], metrics: Sequence[str]
                     markersize=3,
                     label=label,
                 )
+                if key in {panel[1] for panel in HEALTH_PANELS}:
+                    axis.set_yscale("log")
+                if key == "train/grad_norm":
+                    skipped = [r for r in run_records if r.get("train/skipped_update") == 1.0]
+                    low = min((r[key] for r in points if r[key] > 0), default=1.0)
+                    axis.plot(
+                        [r.get(x_key, 0.0) for r in skipped], [low] * len(skipped),
+                        "x", color=axis.lines[-1].get_color(), markersize=6,
+                    )  # fmt: skip
                 axis.set_xlabel(x_label)
                 axis.set_ylabel(title)
                 axis.grid(alpha=0.3)

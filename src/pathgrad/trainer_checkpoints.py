@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.checkpoint import _load, _save, latest_checkpoint, read_checkpoint
+from pathgrad.checkpoint_index import prune_checkpoints
 from pathgrad.distributed.ranks import (
     fresh_rank_streams,
     rank_states,
@@ -58,7 +59,12 @@ class CheckpointMixin:
             return str(path)
         if ranks is not None:
             extra["data_parallel"] = ranks
-        return _save(self, path, extra, kind)
+        written = _save(self, path, extra, kind)
+        if self.cfg.keep_last_checkpoints > 0:
+            best = self.best_checkpoint_path
+            keep = {Path(best).name} if best and Path(best).parent == Path(path).parent else set()
+            prune_checkpoints(Path(path).parent, self.cfg.keep_last_checkpoints, keep)
+        return written
 
     def checkpoint_path(self, kind: str = "periodic") -> Path:
         """``<checkpoint_dir>/<experiment>_[best_|final_]step_<N>.pt`` at the current step."""

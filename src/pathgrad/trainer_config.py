@@ -54,6 +54,9 @@ class DifferentiableTrainerCfg:
         checkpoint_dir: Folder of checkpoints and their index.
         experiment_name: Prefix of checkpoint file names.
         save_frequency_updates: Save every so many updates (0: never).
+        keep_last_checkpoints: Keep only this many of the newest periodic
+            checkpoints, plus the current best and the newest final one; older
+            files are deleted after each save (0: keep every checkpoint).
         eval_frequency_steps: Evaluate every so many env steps (0: never).
         num_eval_episodes: Episodes per evaluation.
         eval_seed: Reset seed of each evaluation.
@@ -92,6 +95,7 @@ class DifferentiableTrainerCfg:
     checkpoint_dir: str = "outputs/checkpoints"
     experiment_name: str = "apg"
     save_frequency_updates: int = 0
+    keep_last_checkpoints: int = 0
     eval_frequency_steps: int = 0
     num_eval_episodes: int = 5
     eval_seed: int | None = None
@@ -134,6 +138,8 @@ class DifferentiableTrainerCfg:
             raise ValueError("gradient_checkpointing applies to rollout_mode='complete'.")
         if self.save_frequency_updates < 0:
             raise ValueError("save_frequency_updates cannot be negative.")
+        if self.keep_last_checkpoints < 0:
+            raise ValueError("keep_last_checkpoints cannot be negative (0 keeps every one).")
         if self.eval_frequency_steps < 0:
             raise ValueError("eval_frequency_steps cannot be negative.")
         if self.best_eval_mode not in {"min", "max"}:
