@@ -54,6 +54,16 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--print-config", action="store_true", help="print the resolved config and exit"
     )
+    train.add_argument(
+        "--seeds", type=int, nargs="+", metavar="S", help="one run per seed (a sweep)"
+    )
+    train.add_argument(
+        "--grid",
+        action="append",
+        metavar="KEY=V1,V2",
+        help="one run per value (repeatable: every combination, times the seeds)",
+    )
+    train.add_argument("--jobs", type=int, default=1, help="sweep runs at a time (processes)")
     train.set_defaults(handler=command_train)
 
     resume = commands.add_parser("resume", help="continue a run from its latest checkpoint")
@@ -90,6 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("run_dirs", nargs="+")
     plot.add_argument(
         "-o", "--output", help="PNG file (default: curves.png, or curves-N.png if it exists)"
+    )
+    plot.add_argument(
+        "--aggregate",
+        choices=["median", "mean"],
+        help="runs that differ only in their seed as one curve with a band",
     )
     plot.add_argument(
         "--metric",

@@ -16,6 +16,7 @@ from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
 
 from pathgrad.atomic_files import atomic_write  # noqa: E402
 from pathgrad.run import CONFIG_FILE, read_metrics  # noqa: E402
+from pathgrad.seed_groups import group_by_config, seed_band  # noqa: E402
 
 __all__ = ["learning_curve_figure", "plot_runs", "run_label", "save_png"]
 
@@ -55,7 +56,10 @@ def _read_config(run_dir: Path) -> dict[str, Any]:
 
 
 def plot_runs(
-    run_dirs: Sequence[str | Path], output: str | Path, metrics: Sequence[str] = ()
+    run_dirs: Sequence[str | Path],
+    output: str | Path,
+    metrics: Sequence[str] = (),
+    aggregate: str | None = None,
 ) -> Path:
     """Plot the runs' learning curves (:func:`learning_curve_figure`) into a PNG file.
 
@@ -64,7 +68,7 @@ def plot_runs(
         ValueError: If a ``metrics.jsonl`` has a malformed line (other than a cut last one).
         OSError: If ``output`` cannot be written.
     """
-    return save_png(learning_curve_figure(run_dirs, metrics), output)
+    return save_png(learning_curve_figure(run_dirs, metrics, aggregate), output)
 
 
 def save_png(figure: Figure, output: str | Path) -> Path:
@@ -81,7 +85,9 @@ def save_png(figure: Figure, output: str | Path) -> Path:
         plt.close(figure)
 
 
-def learning_curve_figure(run_dirs: Sequence[str | Path], metrics: Sequence[str] = ()) -> Figure:
+def learning_curve_figure(
+    run_dirs: Sequence[str | Path], metrics: Sequence[str] = (), aggregate: str | None = None
+) -> Figure:
     """Evaluation and training return against env steps and wall time.
 
     Rows without any data (evaluation switched off) are left out; each run is
@@ -89,7 +95,10 @@ def learning_curve_figure(run_dirs: Sequence[str | Path], metrics: Sequence[str]
     ``metrics`` adds a row per evaluation metric (``eval/forward_velocity`` or
     just ``forward_velocity``). Gradient health follows where recorded: the
     gradient norm before clipping with skipped updates marked, and the largest
-    action-adjoint norm (log scales).
+    action-adjoint norm (log scales). ``aggregate`` (``median`` or ``mean``)
+    draws runs that differ only in their seed as one curve with a band
+    (:mod:`pathgrad.seed_groups`: lowest to highest run around the median, one
+    standard deviation around the mean).
 
     Raises:
         FileNotFoundError: If a run directory has no ``metrics.jsonl`` (or no records).
@@ -116,28 +125,21 @@ def learning_curve_figure(run_dirs: Sequence[str | Path], metrics: Sequence[str]
     figure, axes = plt.subplots(
         len(panels), len(AXES), figsize=(11, 3.5 * len(panels) + 0.5), squeeze=False
     )
-    for run_dir, run_records in records.items():
-        label = run_label(run_dir, run_dirs)
+    if aggregate is None:
+        curves = {run_label(run_dir, run_dirs): [run_dir] for run_dir in run_dirs}
+    else:
+        curves = group_by_config({run_dir: _read_config(run_dir) for run_dir in run_dirs})
+    for label, group in curves.items():
         for row, (kind, key, title) in enumerate(panels):
-            points = _points(run_records, kind, key)
             for column, (x_key, x_label) in enumerate(AXES):
                 axis = axes[row][column]
-                axis.plot(
-                    [r.get(x_key, 0.0) for r in points],
-                    [r[key] for r in points],
-                    marker="o" if kind == "eval" else None,
-                    markersize=3,
-                    label=label,
-                )
+                if len(group) == 1:
+                    _draw_run(axis, records[group[0]], kind, key, x_key, label)
+                else:
+                    _draw_band(axis, [records[run] for run in group], kind, key, x_key, label,
+                               aggregate)  # fmt: skip
                 if key in {panel[1] for panel in HEALTH_PANELS}:
                     axis.set_yscale("log")
-                if key == "train/grad_norm":
-                    skipped = [r for r in run_records if r.get("train/skipped_update") == 1.0]
-                    low = min((r[key] for r in points if r[key] > 0), default=1.0)
-                    axis.plot(
-                        [r.get(x_key, 0.0) for r in skipped], [low] * len(skipped),
-                        "x", color=axis.lines[-1].get_color(), markersize=6,
-                    )  # fmt: skip
                 axis.set_xlabel(x_label)
                 axis.set_ylabel(title)
                 axis.grid(alpha=0.3)
@@ -146,6 +148,40 @@ def learning_curve_figure(run_dirs: Sequence[str | Path], metrics: Sequence[str]
     axes[0][0].legend(fontsize="small")
     figure.tight_layout()
     return figure
+
+
+def _draw_run(axis: Any, records: list, kind: str, key: str, x_key: str, label: str) -> None:
+    """One run's curve; on the gradient-norm row, its skipped updates as crosses."""
+    points = _points(records, kind, key)
+    (line,) = axis.plot(
+        [r.get(x_key, 0.0) for r in points],
+        [r[key] for r in points],
+        marker="o" if kind == "eval" else None,
+        markersize=3,
+        label=label,
+    )
+    if key == "train/grad_norm":
+        skipped = [r for r in records if r.get("train/skipped_update") == 1.0]
+        low = min((r[key] for r in points if r[key] > 0), default=1.0)
+        axis.plot(
+            [r.get(x_key, 0.0) for r in skipped], [low] * len(skipped),
+            "x", color=line.get_color(), markersize=6,
+        )  # fmt: skip
+
+
+def _draw_band(
+    axis: Any, runs: list, kind: str, key: str, x_key: str, label: str, statistic: str
+) -> None:
+    """Several seeds' curves as their median (or mean) with a band."""
+    series = []
+    for records in runs:
+        points = _points(records, kind, key)
+        series.append(([r.get(x_key, 0.0) for r in points], [r[key] for r in points]))
+    if not any(xs for xs, _ in series):
+        return
+    grid, center, low, high = seed_band(series, statistic)
+    (line,) = axis.plot(grid, center, label=f"{label}, {statistic}")
+    axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
 
 
 def _metric_panel(records: dict[Path, list[dict[str, Any]]], metric: str) -> tuple[str, str, str]:

@@ -184,7 +184,7 @@ def command_plot(args: argparse.Namespace) -> int:
     if output.is_dir():
         raise UsageError(f"-o '{output}' is a directory; give a file name.")
     try:
-        figure = learning_curve_figure(args.run_dirs, args.metric or ())
+        figure = learning_curve_figure(args.run_dirs, args.metric or (), args.aggregate)
     except (OSError, ValueError) as error:
         raise UsageError(str(error)) from error
     try:

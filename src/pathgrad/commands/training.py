@@ -61,6 +61,10 @@ def command_train(args: argparse.Namespace) -> int:
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides.insert(0, config_path)  # the first override, not a file
         config_path = None
+    if args.seeds or args.grid:
+        from pathgrad.commands.sweep import command_sweep
+
+        return command_sweep(args, config_path, overrides)
     config = load_config(config_path, overrides)
     if args.print_config:
         print(dump_config(config), end="")
