@@ -1,4 +1,4 @@
-"""The ``pathgrad`` command: train, resume, eval, plot, envs, export.
+"""The ``pathgrad`` command: train, resume, eval, plot, envs, export, render.
 
 Exit status: 0 on success, 2 for a usage, config or file error (one line on
 stderr, nothing written or lost), 130 after SIGINT and 143 after SIGTERM (the
@@ -28,6 +28,7 @@ from pathgrad.commands.inspection import (
     command_export,
     command_plot,
 )
+from pathgrad.commands.rendering import command_render
 from pathgrad.commands.training import command_resume, command_train
 from pathgrad.config import ConfigError
 from pathgrad.distributed import DistributedError
@@ -119,6 +120,15 @@ def _parser() -> argparse.ArgumentParser:
         "--module", action="append", default=[], help="import a module that registers envs first"
     )
     listing.set_defaults(handler=command_envs)
+
+    render = commands.add_parser("render", help="episodes of a trained policy as a GIF or MP4")
+    render.add_argument("target", help="run directory (latest checkpoint) or checkpoint file")
+    render.add_argument("-o", "--output", required=True, help="rollout.gif or rollout.mp4")
+    render.add_argument("--episodes", type=int, default=1, help="episodes to draw (default 1)")
+    render.add_argument("--seed", type=int, default=0, help="reset seed of the first episode")
+    render.add_argument("--every", type=int, default=1, help="draw every N-th step")
+    render.add_argument("--fps", type=int, default=30, help="frames per second")
+    render.set_defaults(handler=command_render)
 
     export = commands.add_parser(
         "export", help="a deployable policy: torch.export (.pt2) or ONNX (.onnx)"
