@@ -1,0 +1,69 @@
+"""The documentation's commands: the getting-started page run as written, the rest parsed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pathgrad.cli import _parser
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+
+
+def bash_blocks(page: Path) -> list[str]:
+    return BLOCK.findall(page.read_text(encoding="utf-8"))
+
+
+def command_lines(page: Path) -> list[str]:
+    """``pathgrad ...`` lines of a page's bash blocks, continuation lines joined."""
+    lines = []
+    for block in bash_blocks(page):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("pathgrad "):
+                lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_documented_pathgrad_command_parses(page):
+    parser = _parser()
+    for line in command_lines(page):
+        tokens = [t for t in shlex.split(line)[1:] if not re.search(r"[\[\]|]", t)]
+        try:
+            args, extra = parser.parse_known_args(tokens)
+        except SystemExit:
+            pytest.fail(f"{page.name}: `{line}` does not parse")
+        unknown = [t for t in extra if t.startswith("-")]
+        assert not unknown, f"{page.name}: `{line}` has unknown options {unknown}"
+        assert args.command != "train" or all(
+            "=" in item or item.endswith(".yaml") for item in [*args.overrides, *extra]
+        ), line
+
+
+@pytest.mark.slow
+def test_the_getting_started_page_runs_as_written(tmp_path):
+    blocks = bash_blocks(ROOT / "docs" / "getting_started.md")
+    assert "pip install" in blocks[0]  # the install: what make does on every CI run
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    environment = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    for block in blocks[1:]:
+        result = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=environment,
+                                capture_output=True, text=True)  # fmt: skip
+        assert result.returncode == 0, f"{block}\n{result.stderr[-2000:]}"
+    (run_dir,) = (tmp_path / "quickstart").iterdir()
+    assert (run_dir / "summary.json").is_file() and (run_dir / "provenance.json").is_file()
+    for name in ("rollout.gif", "policy.pt2", "policy.onnx"):
+        assert (tmp_path / name).stat().st_size > 1000, name
