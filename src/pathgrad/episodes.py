@@ -90,6 +90,11 @@ class EpisodeTracker:
         self.hold_finished = False
         self._held: tuple[list[float], list[float]] = ([], [])
 
+    @property
+    def held_count(self) -> int:
+        """Finished episodes held for the exchange (see ``hold_finished``)."""
+        return len(self._held[0])
+
     def take_finished(self) -> tuple[list[float], list[float]]:
         """Returns and lengths of the episodes held since the last call."""
         held, self._held = self._held, ([], [])

@@ -85,6 +85,7 @@ def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
     trainer.algorithm.synchronizer = data_parallel
     if not data_parallel.active:
         return
+    data_parallel.forget_riders()  # a DataParallel serves the latest trainer built on it
     gate = trainer.interrupts = SharedInterruptGate()
     data_parallel.carry(len(gate.KINDS) + 1, gate.votes, gate.agree)
     episodes = trainer.episodes
@@ -93,7 +94,7 @@ def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
 
     def finished_count() -> torch.Tensor:
         episodes.flush()
-        return torch.tensor([float(len(episodes._held[0]))], dtype=torch.float64)
+        return torch.tensor([float(episodes.held_count)], dtype=torch.float64)
 
     def note_finished(total: torch.Tensor) -> None:
         exchange["due"] = bool(total[0] > 0)

@@ -99,6 +99,11 @@ class DataParallel:
         """
         self._riders.append((size, send, receive))
 
+    def forget_riders(self) -> None:
+        """Drop every :meth:`carry` registration (a new trainer registers its own)."""
+        self._riders.clear()
+        self.carried = False
+
     def average_gradients(
         self, parameters: Iterable[torch.Tensor], extras: torch.Tensor, *, carry: bool = False
     ) -> torch.Tensor:

@@ -4,6 +4,7 @@ from pathgrad.env import register_learning_env
 from pathgrad.envs.base import BatchedDifferentiableEnv
 from pathgrad.envs.cartpole_swingup import CartPoleSwingUp
 from pathgrad.envs.curriculum import HorizonCurriculum
+from pathgrad.envs.diffrl_cartpole import DiffRLCartPoleSwingUp
 from pathgrad.envs.gymnasium_adapter import GymnasiumVectorEnv, to_gymnasium, to_sb3
 from pathgrad.envs.gymnasium_env import GymnasiumEnv, to_gymnasium_env
 from pathgrad.envs.mountain_car import MountainCarContinuous
@@ -15,6 +16,7 @@ from pathgrad.envs.reacher import Reacher
 __all__ = [
     "BatchedDifferentiableEnv",
     "CartPoleSwingUp",
+    "DiffRLCartPoleSwingUp",
     "GymnasiumEnv",
     "GymnasiumVectorEnv",
     "HorizonCurriculum",
