@@ -163,3 +163,15 @@ def test_newton_bridge_benchmark_quick_mode_compares_against_the_torch_cartpole(
     for name in ("NewtonCartPoleSwingUp, captured", "NewtonCartPoleSwingUp, launched"):
         ratio = float(rows[name].rstrip(" |").rsplit("|", 1)[1])
         assert ratio > 0  # a measured rate, not an empty cell
+
+
+def test_readme_one_call_example_runs(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### One call: `pathgrad.train` and `pathgrad.load`", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    script = tmp_path / "one_call.py"
+    script.write_text(code)
+    output = run_script(str(script), cwd=tmp_path).strip().splitlines()
+    assert output[-2].startswith("completed ") and "runs/pendulum-" in output[-2]
+    assert output[-1].startswith("[") and len(output[-1].strip("[]").split()) == 1  # one action
