@@ -177,16 +177,19 @@ def _load(
     resume_scheduler: str,
     *,
     restore_env_state: bool = True,
+    checkpoint: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Validate a checkpoint fully, then restore it into ``trainer``.
 
     Nothing is changed when validation fails. With ``restore_env_state``
     false, the envs keep their state and the next update starts from a
-    fresh reset (the reference trainer's behaviour).
+    fresh reset (the reference trainer's behaviour). ``checkpoint``: the
+    file's contents when the caller has already read them.
     """
     if resume_scheduler not in ("restore", "restart"):
         raise ValueError("resume_scheduler must be 'restore' or 'restart'.")
-    checkpoint = read_checkpoint(path)
+    if checkpoint is None:
+        checkpoint = read_checkpoint(path)
     check_state_shapes("policy", checkpoint["policy"], trainer.policy.state_dict())
     trainer.algorithm.validate_state_dict(checkpoint["algorithm"])
     saved_normalizer = checkpoint.get("observation_normalizer")

@@ -111,9 +111,14 @@ class CheckpointMixin:
                     f"{error} Save one with save_checkpoint() (train() saves only every "
                     "save_frequency_updates updates and at evaluations that improve)."
                 ) from error
-        same_world = saved_world_size(read_checkpoint(path)) == self.data_parallel.world_size
-        checkpoint = _load(
-            self, path, resume_scheduler, restore_env_state=restore_env_state and same_world
+        checkpoint = read_checkpoint(path)
+        same_world = saved_world_size(checkpoint) == self.data_parallel.world_size
+        _load(
+            self,
+            path,
+            resume_scheduler,
+            restore_env_state=restore_env_state and same_world,
+            checkpoint=checkpoint,
         )
         if restore_env_state and same_world:
             restore_rank_state(self, checkpoint)
