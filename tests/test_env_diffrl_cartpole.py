@@ -46,7 +46,9 @@ def test_the_task_definition():
 
 def energy_drift(substeps: int) -> torch.Tensor:
     """Largest energy change (J) over 60 unforced steps of envs that never reach a limit."""
-    env = DiffRLCartPoleSwingUp(64, seed=1, dtype="float64", substeps=substeps)
+    env = DiffRLCartPoleSwingUp(
+        64, seed=1, dtype="float64", substeps=substeps, mass_matrix_substeps=1
+    )
     env.reset(seed=1)
     before = energy(env, env.state)
     inside = torch.ones(64, dtype=torch.bool)
@@ -69,6 +71,18 @@ def test_energy_is_kept_without_force_and_actions_are_clipped():
     b.step(torch.ones(2, 1, dtype=F64))
     assert torch.equal(a.state["position"], b.state["position"])
     assert a.state["velocity"][0] > 0  # pushed towards +x
+
+
+def test_the_mass_matrix_is_cached_over_substeps_as_in_the_reference():
+    cached = DiffRLCartPoleSwingUp(8, seed=2, dtype="float64")
+    fresh = DiffRLCartPoleSwingUp(8, seed=2, dtype="float64", mass_matrix_substeps=1)
+    cached.reset(seed=2), fresh.reset(seed=2)
+    action = torch.full((8, 1), 0.3, dtype=F64)
+    cached.step(action), fresh.step(action)
+    gap = (cached.state["angular_velocity"] - fresh.state["angular_velocity"]).abs()
+    assert 0 < gap.max() < 1e-2  # close, but not the same integrator
+    with pytest.raises(ValueError, match="mass_matrix_substeps must be a positive integer"):
+        DiffRLCartPoleSwingUp(1, mass_matrix_substeps=0)
 
 
 def test_the_track_limit_pushes_back():
