@@ -7,6 +7,7 @@ Usage: python -m torch.distributed.run --nproc-per-node N distributed_run.py SCE
            checkpointing, action-adjoint clipping, compiled-rollout-free APG;
            three updates each, with a periodic and a final checkpoint.
   compiled: APG with the whole update compiled (torch_compile), two updates.
+  early_stop: rank 0's callback asks to stop after update 2 of 10.
 Each rank writes DIR/<scenario>-rank<R>-of-<N>.pt with its parameters and statistics.
 """
 
@@ -137,14 +138,32 @@ def compiled(data_parallel, directory: Path) -> dict:
     }
 
 
+class StopAtUpdate:
+    """A callback asking to stop once it has seen ``update`` updates (rank 0 only)."""
+
+    def __init__(self, update: int) -> None:
+        self.update, self.stop_training = update, False
+
+    def __call__(self, kind: str, entry: dict) -> None:
+        self.stop_training = self.stop_training or entry.get("num_updates", 0) >= self.update
+
+
+def early_stop(data_parallel, directory: Path) -> dict:
+    """A stop requested by rank 0's callback after update 2 ends every rank's training."""
+    trainer = build(data_parallel, 8, directory)
+    if data_parallel.is_main:
+        trainer.callbacks.append(StopAtUpdate(2))
+    summary = trainer.train(total_updates=10)
+    return {"num_updates": summary["num_updates"], "stopped_early": trainer.stopped_early}
+
+
 def main() -> None:
     scenario, directory = sys.argv[1], Path(sys.argv[2])
     torch.set_num_threads(1)
     data_parallel = join("cpu", timeout_seconds=120)
     try:
-        result = {"match": match, "modes": modes, "compiled": compiled}[scenario](
-            data_parallel, directory
-        )
+        scenarios = {"match": match, "modes": modes, "compiled": compiled, "early_stop": early_stop}
+        result = scenarios[scenario](data_parallel, directory)
     finally:
         leave(data_parallel)
     name = f"{scenario}-rank{data_parallel.rank}-of-{data_parallel.world_size}.pt"

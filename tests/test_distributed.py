@@ -72,6 +72,14 @@ def test_algorithms_and_modes_keep_ranks_identical(tmp_path):
     assert not torch.equal(ranks[0]["env"]["state"]["goal"], ranks[1]["env"]["state"]["goal"])
 
 
+def test_a_stop_requested_on_rank_zero_ends_every_rank_after_the_same_update(tmp_path):
+    ranks = scenario("early_stop", 2, tmp_path)
+    assert [rank["num_updates"] for rank in ranks] == [3, 3]  # agreed in update 3's average
+    assert all(rank["stopped_early"] for rank in ranks)
+    (alone,) = scenario("early_stop", 1, tmp_path)
+    assert alone["num_updates"] == 2 and alone["stopped_early"]
+
+
 @pytest.mark.slow
 def test_the_compiled_update_keeps_ranks_identical(tmp_path):
     first, second = scenario("compiled", 2, tmp_path)

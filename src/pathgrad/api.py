@@ -47,7 +47,9 @@ class EarlyStopping:
     """A trainer callback that ends training when a metric stops improving or reaches a target.
 
     Training then ends as at its budget: final evaluation, final checkpoint.
-    Single-process runs only (under torchrun, rank 0 alone sees the metrics).
+    Under torchrun rank 0's callbacks see the metrics; their request travels
+    with the next update's gradient average, so every rank stops after the
+    same update, one later than a single process would.
 
     Args:
         metric: Key of a training or evaluation record (``eval/avg_reward``,

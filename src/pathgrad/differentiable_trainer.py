@@ -219,7 +219,9 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             if total_updates is not None
             else self.global_step < total_timesteps
         ):
-            if any(getattr(callback, "stop_training", False) for callback in self.callbacks):
+            if self.data_parallel.stop_agreed or (
+                not self.data_parallel.active and self.callback_requests_stop()
+            ):
                 self.stopped_early = True  # as at the budget: final evaluation follows
                 break
             self.algorithm._check_schedule_horizon(1)
@@ -250,6 +252,14 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             self._evaluate_and_save()
         self._final_evaluation()
         return self.get_summary()
+
+    def callback_requests_stop(self) -> bool:
+        """Whether a callback has a true ``stop_training`` (e.g. :class:`pathgrad.EarlyStopping`).
+
+        With several ranks the request travels with the next update's gradient
+        average, so every rank stops after the same update (one update later).
+        """
+        return any(getattr(callback, "stop_training", False) for callback in self.callbacks)
 
     def request_interrupt(self, exception: type[BaseException]) -> None:
         """Raise ``exception`` now, or when the unit of work in progress is recorded.

@@ -86,6 +86,7 @@ def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
     if not data_parallel.active:
         return
     data_parallel.forget_riders()  # a DataParallel serves the latest trainer built on it
+    data_parallel.stop_agreed = False
     gate = trainer.interrupts = SharedInterruptGate()
     data_parallel.carry(len(gate.KINDS) + 1, gate.votes, gate.agree)
     episodes = trainer.episodes
@@ -100,6 +101,14 @@ def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
         exchange["due"] = bool(total[0] > 0)
 
     data_parallel.carry(1, finished_count, note_finished)
+
+    def stop_vote() -> torch.Tensor:
+        return torch.tensor([float(trainer.callback_requests_stop())], dtype=torch.float64)
+
+    def note_stop(votes: torch.Tensor) -> None:
+        data_parallel.stop_agreed = data_parallel.stop_agreed or bool(votes[0] > 0)
+
+    data_parallel.carry(1, stop_vote, note_stop)
     trainer._episode_exchange = exchange
     normalizer = trainer.observation_normalizer
     if normalizer is not None:

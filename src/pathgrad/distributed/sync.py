@@ -61,6 +61,7 @@ class DataParallel:
         self.broken = False  # a collective failed: no further collective is attempted
         self._riders: list[tuple[int, Callable[[], torch.Tensor], Callable[..., None]]] = []
         self.carried = False  # the carried values were exchanged in this update
+        self.stop_agreed = False  # a rank's callback asked to stop training (see attach)
 
     @property
     def is_main(self) -> bool:
