@@ -9,6 +9,7 @@ that dies or hangs makes the others fail with an error instead of waiting.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 
@@ -75,10 +76,13 @@ def join(device: str, timeout_seconds: float) -> DataParallel:
 
 
 def leave(data_parallel: DataParallel) -> None:
-    """Leave the process group (nothing for a world of one)."""
+    """Leave the process group (nothing for a world of one), after a barrier when intact."""
     if not data_parallel.active:
         return
     import torch.distributed as dist
 
+    if not data_parallel.broken:  # all ranks done with their collectives first
+        with contextlib.suppress(DistributedError):
+            data_parallel.barrier("the shutdown")
     if dist.is_initialized():
         dist.destroy_process_group()
