@@ -156,10 +156,14 @@ class LoadedPolicy:
         config: The run's config.
         module: The :class:`~pathgrad.export.DeployedPolicy` (a ``torch.nn.Module``).
         checkpoint_path: The checkpoint it came from.
+        env: A one-env instance of the run's env, to act in.
     """
 
-    def __init__(self, config: RunConfig, module: torch.nn.Module, checkpoint_path: Path) -> None:
+    def __init__(
+        self, config: RunConfig, module: torch.nn.Module, checkpoint_path: Path, env: Any
+    ) -> None:
         self.config, self.module, self.checkpoint_path = config, module, checkpoint_path
+        self.env = env
 
     @torch.no_grad()
     def predict(self, observation: Any, deterministic: bool = True) -> Any:
@@ -195,4 +199,4 @@ def load(target: str | Path, device: str = "cpu") -> LoadedPolicy:
     policy, normalizer = policy_from_checkpoint(config, checkpoint, env, path)
     bounds = action_space_bounds(env.single_action_space, config.env.device)
     module = DeployedPolicy(policy, normalizer, bounds).eval()
-    return LoadedPolicy(config, module, path)
+    return LoadedPolicy(config, module, path, env)

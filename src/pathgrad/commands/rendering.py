@@ -14,11 +14,8 @@ MAX_EPISODES = 100
 
 def command_render(args: argparse.Namespace) -> int:
     """Draw ``--episodes`` deterministic episodes into a GIF or MP4."""
-    from pathgrad.action_bounds import action_space_bounds
-    from pathgrad.commands.inspection import load_for_evaluation, policy_from_checkpoint
-    from pathgrad.export import DeployedPolicy
+    from pathgrad.api import load
     from pathgrad.rendering import FORMATS, record_episodes, write_animation
-    from pathgrad.run import build_env
 
     output = Path(args.output)
     if output.suffix.lower() not in FORMATS:
@@ -29,13 +26,10 @@ def command_render(args: argparse.Namespace) -> int:
         raise UsageError(f"--episodes must be between 1 and {MAX_EPISODES}.")
     if args.every < 1 or args.fps < 1:
         raise UsageError("--every and --fps must be at least 1.")
-    config, checkpoint, path = load_for_evaluation(Path(args.target), "cpu")
-    env = build_env(config, 1, config.trainer.seed)
-    policy, normalizer = policy_from_checkpoint(config, checkpoint, env, path)
-    bounds = action_space_bounds(env.single_action_space, "cpu")
-    module = DeployedPolicy(policy, normalizer, bounds).eval()
-    frames = record_episodes(env, module, args.episodes, args.seed, args.every)
-    title = f"{config.env.name}: {path.parent.parent.name or path.name}"
+    loaded = load(args.target)
+    env, path = loaded.env, loaded.checkpoint_path
+    frames = record_episodes(env, loaded.module, args.episodes, args.seed, args.every)
+    title = f"{loaded.config.env.name}: {path.parent.parent.name or path.name}"
     try:
         with signals_raise():  # an interrupted write leaves no partial file
             written = write_animation(env, frames, output, title=title, fps=args.fps)
