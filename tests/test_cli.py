@@ -285,6 +285,16 @@ MALFORMED = [
     ),
     ("algorithm:\n  name: shac\n  cfg:\n    lam: 2.0\n", "algorithm.cfg: lam must be in [0, 1]"),
     ("trainer:\n  seed: [1\n", "YAML syntax error in"),
+    (  # checked before the run directory exists, not at the first update
+        "trainer:\n  total_updates: 500\nalgorithm:\n  cfg:\n    lr_scheduler:\n"
+        "      name: linear\n      kwargs: {total_iters: 100}\n",
+        "algorithm.cfg.lr_scheduler: The learning-rate schedule ends after 100 updates",
+    ),
+    (
+        "trainer:\n  total_updates: 5\nalgorithm:\n  cfg:\n    lr_scheduler:\n"
+        "      name: linear\n      warmup_updates: 5\n",
+        "lr_scheduler.warmup_updates (5) must be smaller than the update budget (5)",
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,8 +15,10 @@ import pytest
 import torch
 
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
+from pathgrad.commands import Terminated
 from pathgrad.distributed import DataParallel, rank_seed
 from pathgrad.distributed.launch import torchrun_command
+from pathgrad.distributed.ranks import SharedInterruptGate
 from pathgrad.normalization import RunningObservationNormalizer
 
 TESTS = Path(__file__).parent
@@ -25,6 +28,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 RUN = [
     "env.num_envs=64", "trainer.total_updates=120", "trainer.save_frequency_updates=10",
     "eval.frequency_steps=0", "trainer.normalize_observations=true", "--quiet",
+    "algorithm.cfg.lr_scheduler=null",  # a constant rate: the budget changes nothing else
 ]  # fmt: skip
 
 
@@ -131,6 +135,24 @@ def test_the_normalizer_merge_equals_one_process_over_all_batches(scale):
     assert ranks[0].shared.calls == calls + 1
 
 
+def test_a_signal_during_the_all_reduce_is_agreed_in_the_next_update():
+    gate = SharedInterruptGate()
+    gate.close()
+    sent = gate.votes()  # this rank's vote leaves with the gradient average...
+    gate.request(Terminated)  # ...and the signal lands while the all-reduce runs
+    gate.agree(sent)  # no rank had voted yet
+    gate.open()  # nothing to raise after this update
+    gate.close()
+    votes = gate.votes()
+    assert votes.tolist() == [0.0, 1.0, 0.0]  # the request was kept, not lost
+    gate.agree(votes)
+    with pytest.raises(Terminated):
+        gate.open()
+    gate.close()
+    gate.agree(gate.votes())  # a request is counted once
+    gate.open()
+
+
 def test_rank_seeds_differ_and_rank_zero_keeps_the_seed():
     seeds = [rank_seed(7, rank) for rank in range(4)]
     assert seeds[0] == 7 and len(set(seeds)) == 4
@@ -169,12 +191,32 @@ def rank_pids(launcher: subprocess.Popen) -> dict[int, int]:
     return pids
 
 
-def start(tmp_path: Path, name: str, *args: str) -> subprocess.Popen:
-    command = [*TORCHRUN, "--nproc-per-node=2", "-m", "pathgrad", "train", *RUN, *args,
-               f"logging.runs_dir={name}"]  # fmt: skip
-    return subprocess.Popen(
-        command, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+@pytest.fixture
+def start(tmp_path: Path):
+    """Start a 2-rank training in the background; its whole process group dies with the test."""
+    launched: list[subprocess.Popen] = []
+
+    def launch(name: str, *args: str) -> subprocess.Popen:
+        command = [*TORCHRUN, "--nproc-per-node=2", "-m", "pathgrad", "train", *RUN, *args,
+                   f"logging.runs_dir={name}"]  # fmt: skip
+        launched.append(
+            subprocess.Popen(
+                command,
+                cwd=tmp_path,
+                env=ENV,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )  # fmt: skip
+        )
+        return launched[-1]
+
+    yield launch
+    for launcher in launched:  # a failed test leaves no ranks running into the next ones
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.communicate()
 
 
 def first_checkpoint_written(tmp_path: Path, name: str):
@@ -182,8 +224,10 @@ def first_checkpoint_written(tmp_path: Path, name: str):
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
-def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_and_resume_is_exact(tmp_path):
-    launcher = start(tmp_path, "stopped")
+def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_and_resume_is_exact(tmp_path, start):
+    # A budget it cannot reach before the signal, whatever the machine's load (a
+    # 120-update run once finished between the first checkpoint and the signal).
+    launcher = start("stopped", "trainer.total_updates=100000")
     wait_for(first_checkpoint_written(tmp_path, "stopped"), 120, "the first checkpoint")
     os.kill(rank_pids(launcher)[1], signal.SIGTERM)  # not the rank that writes
     _, stderr = launcher.communicate(timeout=120)
@@ -191,18 +235,20 @@ def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_and_resume_is_exact(tmp
     (stopped,) = (tmp_path / "stopped").iterdir()
     summary = json.loads((stopped / "summary.json").read_text())
     assert summary["status"] == "terminated"
-    assert 0 < summary["num_updates"] < 120
+    assert 0 < summary["num_updates"] < 100000
     final = final_policy(stopped)
     assert final["kind"] == "final" and final["num_updates"] == summary["num_updates"]
 
-    resumed = torchrun(2, "-m", "pathgrad", "resume", str(stopped), "--quiet", cwd=tmp_path)
+    budget = str(summary["num_updates"] + 15)
+    resumed = torchrun(2, "-m", "pathgrad", "resume", str(stopped), "--total-updates", budget,
+                       "--quiet", cwd=tmp_path)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    straight = torchrun(2, "-m", "pathgrad", "train", *RUN, "logging.runs_dir=straight",
-                        cwd=tmp_path)  # fmt: skip
+    straight = torchrun(2, "-m", "pathgrad", "train", *RUN, f"trainer.total_updates={budget}",
+                        "logging.runs_dir=straight", cwd=tmp_path)  # fmt: skip
     assert straight.returncode == 0, straight.stderr[-3000:]
     (uninterrupted,) = (tmp_path / "straight").iterdir()
     a, b = final_policy(stopped), final_policy(uninterrupted)
-    assert a["num_updates"] == b["num_updates"] == 120
+    assert a["num_updates"] == b["num_updates"] == int(budget)
     for key in a["policy"]:
         assert torch.equal(a["policy"][key], b["policy"][key]), key
     assert torch.equal(a["observation_normalizer"]["mean"], b["observation_normalizer"]["mean"])
@@ -211,18 +257,18 @@ def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_and_resume_is_exact(tmp
     # Another world size resumes the learning state with fresh rollouts.
     alone = subprocess.run(
         [sys.executable, "-m", "pathgrad", "resume", str(uninterrupted), "--total-updates",
-         "125", "--quiet"],
+         str(int(budget) + 5), "--quiet"],
         cwd=tmp_path, capture_output=True, text=True, env=ENV,
     )  # fmt: skip
     assert alone.returncode == 0, alone.stderr[-2000:]
-    assert final_policy(uninterrupted)["num_updates"] == 125
+    assert final_policy(uninterrupted)["num_updates"] == int(budget) + 5
     assert "data_parallel" not in final_policy(uninterrupted)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
 @pytest.mark.parametrize("victim", [0, 1])
-def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(tmp_path, victim):
-    launcher = start(tmp_path, "killed", "trainer.total_updates=100000")
+def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(tmp_path, start, victim):
+    launcher = start("killed", "trainer.total_updates=100000")
     wait_for(first_checkpoint_written(tmp_path, "killed"), 120, "the first checkpoint")
     os.kill(rank_pids(launcher)[victim], signal.SIGKILL)
     started = time.monotonic()

@@ -11,7 +11,7 @@ from pathgrad.utils import scheduler_needs_horizon
 if TYPE_CHECKING:
     from pathgrad.differentiable_trainer import DifferentiableTrainer
 
-__all__ = ["planned_updates"]
+__all__ = ["check_budget", "planned_updates"]
 
 
 def planned_updates(
@@ -43,3 +43,18 @@ def planned_updates(
     estimated = math.ceil(total_timesteps / steps_per_update)
     remaining = math.ceil(max(0, total_timesteps - trainer.global_step) / steps_per_update)
     return estimated, remaining
+
+
+def check_budget(
+    trainer: DifferentiableTrainer, total_timesteps: int | None, total_updates: int | None
+) -> None:
+    """Check, before anything is written, that the budget fits the LR schedule.
+
+    Training binds the same schedule again, so this changes nothing a run sees.
+
+    Raises:
+        ValueError: What :meth:`DifferentiableTrainer.train` would raise at its start
+            (an explicit schedule horizon shorter than the budget, a warmup not
+            shorter than it, a variable-horizon budget the schedule cannot use).
+    """
+    trainer.algorithm._prepare_schedule(*planned_updates(trainer, total_timesteps, total_updates))

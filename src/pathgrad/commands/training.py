@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.atomic_files import remove_stale_temporaries
+from pathgrad.budgets import check_budget
 from pathgrad.checkpoint import INDEX_FILENAME, latest_checkpoint, read_index, rebuild_index
 from pathgrad.commands import (
     EXIT_SIGINT,
@@ -24,6 +25,7 @@ from pathgrad.commands import (
     signals_raise,
 )
 from pathgrad.config import RunConfig, dump_config, load_config
+from pathgrad.config_sources import ConfigError
 from pathgrad.distributed import join, leave, torchrun_world_size
 from pathgrad.distributed.launch import launch_ranks
 from pathgrad.progress import ProgressReporter
@@ -90,6 +92,7 @@ def start_run(
         # may fail: nothing is written yet
         objects = build_run(config, Path("<run directory>"), data_parallel)
         trainer = objects.trainer
+        _check_budget_fits_schedule(config, trainer, ConfigError)
         trainer.interrupts.close()  # a signal now waits until it can end with a checkpoint
         with signals_raise(trainer.request_interrupt):
             run_dir = Path(
@@ -135,6 +138,7 @@ def command_resume(args: argparse.Namespace) -> int:
                 except (ValueError, FileNotFoundError) as error:
                     raise UsageError(str(error)) from error
             _check_new_budget(args, saved, trainer)
+            _check_budget_fits_schedule(config, trainer, UsageError)
             if data_parallel.is_main:
                 if overrides:
                     write_config(run_dir, config)
@@ -228,6 +232,14 @@ def _check_new_budget(args: argparse.Namespace, saved: RunConfig, trainer: Any) 
                 f"{option} {value} is below the {done:,} {unit} this run has done; "
                 f"give at least {done}."
             )
+
+
+def _check_budget_fits_schedule(config: RunConfig, trainer: Any, error: type[Exception]) -> None:
+    """The schedule checks of ``train``'s start, made before the run's files are written."""
+    try:
+        check_budget(trainer, **{"total_timesteps": None, "total_updates": None, **_budget(config)})
+    except ValueError as problem:
+        raise error(f"algorithm.cfg.lr_scheduler: {problem}") from problem
 
 
 def _budget(config: RunConfig) -> dict[str, int]:

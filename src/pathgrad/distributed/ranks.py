@@ -47,6 +47,7 @@ class SharedInterruptGate(InterruptGate):
     def __init__(self) -> None:
         super().__init__()
         self.requested: type[BaseException] | None = None
+        self.sent: type[BaseException] | None = None  # the request in the all-reduce on its way
 
     def request(self, exception: type[BaseException]) -> None:
         """Record ``exception`` for the next agreement; never raise here."""
@@ -54,18 +55,25 @@ class SharedInterruptGate(InterruptGate):
 
     def votes(self) -> torch.Tensor:
         """This rank's request as counts per kind (last: any other exception)."""
+        self.sent = self.requested
         votes = torch.zeros(len(self.KINDS) + 1, dtype=torch.float64)
-        if self.requested is not None:
+        if self.sent is not None:
             kinds = list(self.KINDS)
-            votes[kinds.index(self.requested) if self.requested in kinds else -1] = 1.0
+            votes[kinds.index(self.sent) if self.sent in kinds else -1] = 1.0
         return votes
 
     def agree(self, votes: torch.Tensor) -> None:
-        """Raise, when the gate next opens, the first kind any rank requested."""
-        local, self.requested = self.requested, None
+        """Raise, when the gate next opens, the first kind any rank requested.
+
+        A request that came after this rank voted (a signal during the
+        all-reduce) was not counted: it stays for the next agreement.
+        """
+        sent, self.sent = self.sent, None
+        if sent is not None:
+            self.requested = None
         chosen = [index for index, count in enumerate(votes.tolist()) if count > 0]
         if chosen:
-            kinds = (*self.KINDS, local if local not in (None, *self.KINDS) else Terminated)
+            kinds = (*self.KINDS, sent if sent not in (None, *self.KINDS) else Terminated)
             self._deferred = kinds[chosen[0]]
 
 
