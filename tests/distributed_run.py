@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from pathgrad.algo import APG, SHAC, APGCfg, SHACCfg
+from pathgrad.algo.registry import get_algorithm
 from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
 from pathgrad.distributed import join, leave, rank_seed
 from pathgrad.envs import PointMass
@@ -34,7 +34,8 @@ def flat_parameters(trainer: DifferentiableTrainer) -> torch.Tensor:
         for name in ("critic", "target_critic")
         if hasattr(trainer.algorithm, name)
     ]
-    return torch.cat([p.detach().reshape(-1) for m in modules for p in m.parameters()])
+    extra = [getattr(trainer.algorithm, "log_temperature", torch.zeros(0)).detach().reshape(-1)]
+    return torch.cat([p.detach().reshape(-1) for m in modules for p in m.parameters()] + extra)
 
 
 def build(data_parallel, num_envs: int, directory: Path, algorithm: str = "apg", **settings):
@@ -47,11 +48,8 @@ def build(data_parallel, num_envs: int, directory: Path, algorithm: str = "apg",
     )
     policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
     optimizer = {"name": "adam", "learning_rate": 1e-2}
-    learner = (
-        SHAC(SHACCfg(optimizer=optimizer), policy, observation_dim=6)
-        if algorithm == "shac"
-        else APG(APGCfg(optimizer=optimizer), policy)
-    )
+    factory, cfg_type = get_algorithm(algorithm)
+    learner = factory(cfg_type(optimizer=optimizer), policy, env)
     if data_parallel.rank > 0:
         torch.manual_seed(rank_seed(0, data_parallel.rank))
     cfg = DifferentiableTrainerCfg(
@@ -102,6 +100,8 @@ def modes(data_parallel, directory: Path) -> dict:
     """Several algorithms and rollout modes, three updates each."""
     cases = {
         "shac": {"algorithm": "shac"},
+        "sapo": {"algorithm": "sapo"},
+        "ahac": {"algorithm": "ahac"},
         "complete": {
             "rollout_mode": "complete",
             "update_horizon": 6,

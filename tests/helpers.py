@@ -153,7 +153,7 @@ def build_point_mass_trainer(
     **overrides,
 ):
     """A small, fully seeded PointMass trainer with every optional part switched on."""
-    from pathgrad.algo import APG, SHAC, APGCfg, SHACCfg
+    from pathgrad.algo.registry import get_algorithm
     from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
     from pathgrad.envs import PointMass
     from pathgrad.policies import GaussianMLPPolicy
@@ -162,7 +162,7 @@ def build_point_mass_trainer(
     env = PointMass(num_envs, max_episode_steps=10, seed=seed, dtype=dtype)
     eval_env = PointMass(2, max_episode_steps=10, seed=seed + 1, dtype=dtype)
     policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
-    cfg_type = SHACCfg if algorithm == "shac" else APGCfg
+    factory, cfg_type = get_algorithm(algorithm)  # any registered algorithm
     algorithm_cfg = overrides.pop("algorithm_cfg", None) or cfg_type(
         optimizer={"name": "adam", "learning_rate": 1e-2},
         lr_scheduler={"name": "linear", "kwargs": {"total_iters": 40, "end_factor": 0.5}},
@@ -179,22 +179,22 @@ def build_point_mass_trainer(
         "eval_seed": 7,
     }
     cfg = DifferentiableTrainerCfg(**{**settings, **overrides})
-    if algorithm == "shac":
-        learner = SHAC(algorithm_cfg, policy, observation_dim=6)
-    else:
-        learner = APG(algorithm_cfg, policy)
+    learner = factory(algorithm_cfg, policy, env)
     return DifferentiableTrainer(cfg, env, policy, learner, eval_env=eval_env)
 
 
 def learning_state(trainer) -> dict[str, torch.Tensor]:
     """Every tensor that defines where training stands, flattened by name."""
     state = {f"policy.{k}": v for k, v in trainer.policy.state_dict().items()}
-    optimizers = {"optimizer": trainer.algorithm.optimizer}
-    if hasattr(trainer.algorithm, "critic"):
-        optimizers["critic_optimizer"] = trainer.algorithm.critic_optimizer
-        for name in ("critic", "target_critic"):
-            module = getattr(trainer.algorithm, name)
-            state.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
+    members = {name: value for name, value in vars(trainer.algorithm).items() if name != "policy"}
+    optimizers = {}
+    for name, value in members.items():  # critics, temperatures and their optimizers
+        if isinstance(value, torch.optim.Optimizer):
+            optimizers[name] = value
+        elif isinstance(value, torch.nn.Parameter):
+            state[name] = value.detach()
+        elif isinstance(value, torch.nn.Module):
+            state.update({f"{name}.{k}": v for k, v in value.state_dict().items()})
     for label, optimizer in optimizers.items():
         for index, values in optimizer.state_dict()["state"].items():
             for name, value in values.items():

@@ -32,9 +32,11 @@ from pathgrad.utils import (
     scheduler_needs_horizon,
 )
 
+BUILT_IN_ALGORITHMS = ["apg", "shac", "ahac", "sapo"]
+
 
 def test_registered_names_and_build_by_name():
-    assert get_registered_algo_names() == ["apg", "shac"]
+    assert get_registered_algo_names() == BUILT_IN_ALGORITHMS
     assert pathgrad.get_registered_algo_names is get_registered_algo_names
     policy = GaussianMLPPolicy(6, 2)
     algorithm = build_algo(
@@ -55,11 +57,13 @@ def test_registered_names_and_build_by_name():
 
 def test_unknown_name_lists_the_registered_ones():
     with pytest.raises(
-        ValueError, match=r"^Algorithm 'ppo' not found\. Available: \['apg', 'shac'\]$"
+        ValueError,
+        match=r"^Algorithm 'ppo' not found\. Available: \['apg', 'shac', 'ahac', 'sapo'\]$",
     ):
         build_algo("ppo", {}, GaussianMLPPolicy(6, 2), "cpu")
     # The config/CLI lookup keeps its own message.
-    with pytest.raises(ValueError, match="Unknown algorithm 'ppo'. Available: apg, shac"):
+    listed = "Available: ahac, apg, sapo, shac"
+    with pytest.raises(ValueError, match=f"Unknown algorithm 'ppo'. {listed}"):
         get_algorithm("ppo")
 
 
@@ -105,7 +109,7 @@ def test_register_algo_builds_and_guards_names_and_distributed():
     finally:
         ALGORITHMS.pop("mine", None)
         _ROLLOUT_KINDS.pop("mine", None)
-    assert get_registered_algo_names() == ["apg", "shac"]
+    assert get_registered_algo_names() == BUILT_IN_ALGORITHMS
 
 
 def test_utils_builders_take_configs_or_mappings_as_the_reference_does():

@@ -1,17 +1,23 @@
-"""Algorithms: analytic policy gradients, SHAC, and their shared optimizer machinery."""
+"""Algorithms: analytic policy gradients, SHAC, SAPO, and their shared optimizer machinery."""
 
+from pathgrad.algo.ahac import AHAC, AHACCfg
 from pathgrad.algo.apg import APG, APGCfg, complete_discounted_return, segmented_discounted_return
 from pathgrad.algo.base import BaseAlgorithm, RolloutKind
 from pathgrad.algo.registry import build_algo, get_registered_algo_names, register_algo
+from pathgrad.algo.sapo import SAPO, SAPOCfg
 from pathgrad.algo.schedules import ClosedFormLR, build_lr_scheduler, build_optimizer
 from pathgrad.algo.shac import SHAC, SHACCfg, td_lambda_targets
 
 __all__ = [
+    "AHAC",
+    "AHACCfg",
     "APG",
     "APGCfg",
     "BaseAlgorithm",
     "ClosedFormLR",
     "RolloutKind",
+    "SAPO",
+    "SAPOCfg",
     "SHAC",
     "SHACCfg",
     "build_algo",

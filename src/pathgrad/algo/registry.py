@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 
+from pathgrad.algo.ahac import AHAC, AHACCfg
 from pathgrad.algo.apg import APG, APGCfg
 from pathgrad.algo.base import RolloutKind
+from pathgrad.algo.sapo import SAPO, SAPOCfg
 from pathgrad.algo.shac import SHAC, SHACCfg
 
 __all__ = [
@@ -28,6 +30,24 @@ def _shac(cfg: SHACCfg, policy: Any, env: Any) -> SHAC:
             "Algorithm 'shac' needs env= to size its critic (env.single_observation_space)."
         )
     return SHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
+
+
+def _ahac(cfg: AHACCfg, policy: Any, env: Any) -> AHAC:
+    if env is None:
+        raise ValueError(
+            "Algorithm 'ahac' needs env= to size its critic (env.single_observation_space)."
+        )
+    return AHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
+
+
+def _sapo(cfg: SAPOCfg, policy: Any, env: Any) -> SAPO:
+    if env is None:
+        raise ValueError(
+            "Algorithm 'sapo' needs env= to size its critics and its target entropy "
+            "(env.single_observation_space, env.single_action_space)."
+        )
+    observation_dim = int(env.single_observation_space.shape[-1])
+    return SAPO(cfg, policy, observation_dim, int(env.single_action_space.shape[-1]))
 
 
 # name -> (factory(cfg, policy, env), config dataclass)
@@ -71,6 +91,8 @@ def register_algo(
 
 register_algo("apg", APGCfg, APG)
 register_algo("shac", SHACCfg, SHAC, factory=_shac)
+register_algo("ahac", AHACCfg, AHAC, factory=_ahac)
+register_algo("sapo", SAPOCfg, SAPO, factory=_sapo)
 
 
 def get_registered_algo_names() -> list[str]:

@@ -139,7 +139,7 @@ class SHAC(APG):
         super().__init__(cfg, policy)
         self.cfg: SHACCfg = cfg
         parameter = next(policy.parameters())
-        critic = _mlp(int(observation_dim), cfg.critic_hidden_sizes, cfg.critic_activation)
+        critic = self._make_critic(int(observation_dim))
         self.critic = critic.to(device=parameter.device, dtype=parameter.dtype)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.critic_optimizer = build_optimizer(self.critic.parameters(), cfg.critic_optimizer)
@@ -147,6 +147,15 @@ class SHAC(APG):
         self.critic_schedule = LearningRateSchedule(cfg.lr_scheduler, base_rates)
         self.critic_schedule.apply(self.critic_optimizer)
         self._windows: list[dict[str, torch.Tensor]] = []
+
+    def _make_critic(self, observation_dim: int) -> nn.Module:
+        """The critic network: an MLP from the (normalized) observation to one value."""
+        return _mlp(observation_dim, self.cfg.critic_hidden_sizes, self.cfg.critic_activation)
+
+    def _window_rewards(self, rollout: DifferentiableRollout) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rewards ``[T, N]`` of the actor's objective (with their graph) and the critic's."""
+        rewards = rollout.rewards * self.cfg.reward_scale
+        return rewards, rewards.detach()
 
     def _values(self, network: nn.Module, observations: torch.Tensor) -> torch.Tensor:
         """Values ``[...]`` of raw observations ``[..., D]``."""
@@ -166,7 +175,7 @@ class SHAC(APG):
         if rollout.num_steps == 0:
             raise ValueError("SHAC requires a non-empty differentiable rollout.")
         transitions = rollout.transitions
-        rewards = rollout.rewards * self.cfg.reward_scale
+        rewards, critic_rewards = self._window_rewards(rollout)
         dones = rollout.dones
         terminated = torch.stack([t.terminated for t in transitions])
         final_observations = torch.stack([t.info["final_observation"] for t in transitions])
@@ -197,7 +206,7 @@ class SHAC(APG):
         self._windows.append(
             {
                 "observations": rollout.observations.detach(),
-                "rewards": rewards.detach(),
+                "rewards": critic_rewards,
                 "terminated": terminated,
                 "dones": dones,
                 "final_observations": final_observations.detach(),
