@@ -124,3 +124,32 @@ def test_the_default_policy_respects_the_action_space():
         action = objects.policy.get_action(observation * 100, deterministic=False)
     assert bool((action >= torch.as_tensor(space.low)).all())
     assert bool((action <= torch.as_tensor(space.high)).all())
+
+
+def test_train_cfg_reaches_the_training_envs_only(tmp_path):
+    from pathgrad.run import build_run
+
+    config = load_config(
+        None,
+        ["env.name=CartPoleSwingUp", "env.num_envs=256", "eval.num_envs=256",
+         "env.cfg.control_cost=0.02", "env.train_cfg.initial_angle_spread=3.0"],
+    )  # fmt: skip
+    objects = build_run(config, tmp_path)
+    train, evaluation = objects.env, objects.eval_env
+    assert train.initial_angle_spread == 3.0 and evaluation.initial_angle_spread == 0.1
+    assert train.control_cost == evaluation.control_cost == 0.02  # cfg reaches both
+    train.reset(seed=0)
+    evaluation.reset(seed=0)
+    assert float((train.state["angle"] - torch.pi).abs().max()) > 2.5
+    assert float((evaluation.state["angle"] - torch.pi).abs().max()) <= 0.1
+    for override, message in [
+        ("env.train_cfg.initial_angle_sprea=1", "env.train_cfg.initial_angle_sprea: unknown key"),
+        ("env.train_cfg.initial_angle_spread=wide", "env.train_cfg.initial_angle_spread"),
+        ("env.train_cfg.seed=1", "env.train_cfg.seed: set by the env section or trainer.seed"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_config(None, ["env.name=CartPoleSwingUp", override])
+    with pytest.raises(ConfigError, match=r"initial_angle_spread must be in \[0, pi\], got 4.0"):
+        build_run(load_config(None, [
+            "env.name=CartPoleSwingUp", "env.train_cfg.initial_angle_spread=4.0"
+        ]), tmp_path)  # fmt: skip

@@ -110,6 +110,11 @@ class EnvSection(Section):
     cfg: dict[str, Any] = Field(
         default_factory=dict, description="env constructor arguments (constants, max_episode_steps)"
     )
+    train_cfg: dict[str, Any] = Field(
+        default_factory=dict,
+        description="arguments of the training envs only, over `cfg` (e.g. wider start states); "
+        "evaluation, render, export and `pathgrad.load` use `cfg`",
+    )
 
     @field_validator("device")
     @classmethod
@@ -416,8 +421,10 @@ def _env_parameters(factory: Any) -> dict[str, inspect.Parameter]:
     return parameters
 
 
-def env_kwargs(config: RunConfig) -> dict[str, Any]:
+def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
     """Validated constructor arguments of the configured env (without the owned ones).
+
+    ``training``: those of the training envs (``env.train_cfg`` over ``env.cfg``).
 
     Raises:
         ConfigError: For an unknown env, an unknown argument or a wrong type.
@@ -440,11 +447,14 @@ def env_kwargs(config: RunConfig) -> dict[str, Any]:
         ) from error
     parameters = _env_parameters(factory)
     allowed = sorted(set(parameters) - ENV_ARGUMENTS_OWNED_ELSEWHERE)
-    for name in config.env.cfg:
-        if name in ENV_ARGUMENTS_OWNED_ELSEWHERE:
-            raise ConfigError(f"env.cfg.{name}: set by the env section or trainer.seed, not here.")
-        if name not in parameters:
-            raise ConfigError(f"env.cfg.{name}: unknown key{_did_you_mean(name, allowed)}")
+    sections = {"env.cfg": config.env.cfg, "env.train_cfg": config.env.train_cfg}
+    for label, section in sections.items():
+        for name in section:
+            if name in ENV_ARGUMENTS_OWNED_ELSEWHERE:
+                message = "set by the env section or trainer.seed, not here."
+                raise ConfigError(f"{label}.{name}: {message}")
+            if name not in parameters:
+                raise ConfigError(f"{label}.{name}: unknown key{_did_you_mean(name, allowed)}")
     hints = {}
     for owner in factory.__mro__ if inspect.isclass(factory) else (factory,):
         init = owner.__init__ if inspect.isclass(owner) else owner
@@ -452,16 +462,15 @@ def env_kwargs(config: RunConfig) -> dict[str, Any]:
             hints.update({k: v for k, v in typing.get_type_hints(init).items() if k not in hints})
         except (NameError, TypeError):
             continue
-    fields = {
-        name: (hints.get(name, Any), Field(None)) for name in config.env.cfg if name in parameters
-    }
-    model = create_model("EnvArguments", __config__=ConfigDict(extra="forbid"), **fields)
-    try:
-        model.model_validate(config.env.cfg)
-    except ValidationError as error:
-        raise ConfigError(_validation_message(error, model, "env.cfg")) from error
+    for label, section in sections.items():
+        fields = {name: (hints.get(name, Any), Field(None)) for name in section}
+        model = create_model("EnvArguments", __config__=ConfigDict(extra="forbid"), **fields)
+        try:
+            model.model_validate(section)
+        except ValidationError as error:
+            raise ConfigError(_validation_message(error, model, label)) from error
     _check_capabilities(config, factory)
-    return dict(config.env.cfg)
+    return {**config.env.cfg, **(config.env.train_cfg if training else {})}
 
 
 def _check_capabilities(config: RunConfig, factory: Any) -> None:

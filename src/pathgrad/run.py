@@ -143,9 +143,12 @@ class RunLock:
             self._handle = None
 
 
-def build_env(config: RunConfig, num_envs: int, seed: int) -> Any:
-    """The configured env with ``num_envs`` rows; dtype and seed where the env takes them."""
-    kwargs = env_kwargs(config)
+def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = False) -> Any:
+    """The configured env with ``num_envs`` rows; dtype and seed where the env takes them.
+
+    ``training``: the training envs, built with ``env.train_cfg`` over ``env.cfg``.
+    """
+    kwargs = env_kwargs(config, training=training)
     accepted = _env_parameters(get_learning_env_factory(config.env.name))
     if "dtype" in accepted:
         kwargs["dtype"] = config.env.dtype
@@ -158,7 +161,8 @@ def build_env(config: RunConfig, num_envs: int, seed: int) -> Any:
             config.env.name, num_envs=num_envs, device=config.env.device, **kwargs
         )
     except (ValueError, TypeError) as error:
-        raise ConfigError(f"env.cfg: {error}") from error
+        label = "env.train_cfg / env.cfg" if training and config.env.train_cfg else "env.cfg"
+        raise ConfigError(f"{label}: {error}") from error
 
 
 def build_policy(config: RunConfig, env: Any) -> GaussianMLPPolicy:
@@ -195,7 +199,7 @@ def build_run(
     data_parallel.seed = seed = config.trainer.seed
     own_seed = rank_seed(seed, data_parallel.rank)
     torch.manual_seed(seed)
-    env = build_env(config, config.env.num_envs, own_seed)
+    env = build_env(config, config.env.num_envs, own_seed, training=True)
     eval_env = (
         build_env(config, config.eval.num_envs, seed + 1)
         if config.eval.frequency_steps > 0

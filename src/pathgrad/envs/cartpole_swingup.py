@@ -22,7 +22,8 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
     - ``gravity`` = 9.8 m/s^2, ``cart_mass`` = 1.0 kg, ``pole_mass`` = 0.1 kg,
       ``pole_half_length`` = 0.5 m (the pole is a uniform rod of length 1 m),
       ``force_mag`` = 10 N per unit action, ``dt`` = 0.02 s per step.
-    - Start: the pole hangs down, ``theta`` uniform in pi + [-0.1, 0.1] rad,
+    - Start: the pole hangs down, ``theta`` uniform in pi + [-s, s] rad with
+      ``initial_angle_spread`` s = 0.1 (pathgrad's option: up to pi, every angle),
       ``x`` uniform in [-0.1, 0.1] m, both velocities uniform in [-0.05, 0.05].
       Episodes last ``max_episode_steps`` = 500 steps (10 s) and never
       terminate early; ``theta`` is not wrapped.
@@ -74,8 +75,13 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
         wall_sharpness: float = 50.0,
         centre_width: float = 0.5,
         control_cost: float = 0.01,
+        initial_angle_spread: float = 0.1,
         **kwargs,
     ) -> None:
+        if not 0.0 <= initial_angle_spread <= math.pi:
+            raise ValueError(
+                f"initial_angle_spread must be in [0, pi], got {initial_angle_spread}."
+            )
         check_constants(
             positive={
                 "cart_mass": cart_mass,
@@ -104,13 +110,15 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
         self.wall_sharpness = float(wall_sharpness)
         self.centre_width = float(centre_width)
         self.control_cost = float(control_cost)
+        self.initial_angle_spread = float(initial_angle_spread)
         super().__init__(num_envs, device, **kwargs)
 
     def _sample_initial_state(self, num: int) -> State:
         return {
             "position": self._uniform(-0.1, 0.1, num),
             "velocity": self._uniform(-0.05, 0.05, num),
-            "angle": math.pi + self._uniform(-0.1, 0.1, num),
+            "angle": math.pi
+            + self._uniform(-self.initial_angle_spread, self.initial_angle_spread, num),
             "angular_velocity": self._uniform(-0.05, 0.05, num),
         }
 
