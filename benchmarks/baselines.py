@@ -1,4 +1,4 @@
-"""pathgrad (APG, SHAC) against Stable-Baselines3 PPO and SAC on the same dynamics.
+"""pathgrad (APG, SHAC, SAPO, AHAC) against Stable-Baselines3 PPO and SAC on the same dynamics.
 
 The model-free baselines train through ``pathgrad.envs.to_sb3`` on exactly the
 env the analytic methods differentiate; every method is evaluated the same way
@@ -12,7 +12,8 @@ Baseline settings (rl-zoo's for Pendulum-v1, used on every task): PPO with 4
 envs, n_steps 1024, gamma 0.9, gae_lambda 0.95, 10 epochs, lr 1e-3, clip 0.2,
 gSDE (sample frequency 4); SAC with lr 1e-3, otherwise defaults (one env).
 
-Run: ``python benchmarks/baselines.py [--tasks ...] [--seeds 0 1 2] [--jobs 2] [--quick]``
+Run: ``python benchmarks/baselines.py [--tasks ...] [--methods apg shac sapo ahac ppo sac]
+[--seeds 0 1 2] [--jobs 2] [--targets TASK=RETURN ...] [--quick]``
 """
 
 from __future__ import annotations
@@ -27,20 +28,51 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# task -> (pathgrad env name, APG config, SHAC config, PPO steps, SAC steps, eval every)
+# task -> pathgrad env, the config (and overrides) of each first-order method, PPO and SAC
+# env-step budgets, evaluation interval. SAPO and AHAC take SHAC's fields, so a task
+# without a config of its own runs SHAC's (or APG's) config under their name.
 TASKS = {
-    "PointMass": ("PointMass", "point_mass.yaml", None, 200_000, 30_000, 10_000),
-    "Reacher": ("Reacher", "reacher.yaml", "reacher_shac.yaml", 300_000, 30_000, 10_000),
-    "Pendulum": ("Pendulum", "pendulum.yaml", "pendulum_shac.yaml", 200_000, 30_000, 10_000),
-    "CartPoleSwingUp": (
-        "CartPoleSwingUp",
-        "cartpole_swingup.yaml",
-        "cartpole_swingup_shac.yaml",
-        300_000,
-        30_000,
-        10_000,
-    ),
+    "PointMass": {
+        "env": "PointMass",
+        "configs": {
+            "apg": ("point_mass.yaml", []),
+            "sapo": ("point_mass.yaml", ["algorithm.name=sapo"]),
+            "ahac": ("point_mass.yaml", ["algorithm.name=ahac"]),
+        },
+        "budgets": (200_000, 30_000, 10_000),
+    },
+    "Reacher": {
+        "env": "Reacher",
+        "configs": {
+            "apg": ("reacher.yaml", []),
+            "shac": ("reacher_shac.yaml", []),
+            "sapo": ("reacher_shac.yaml", ["algorithm.name=sapo"]),
+            "ahac": ("reacher_shac.yaml", ["algorithm.name=ahac"]),
+        },
+        "budgets": (300_000, 30_000, 10_000),
+    },
+    "Pendulum": {
+        "env": "Pendulum",
+        "configs": {
+            "apg": ("pendulum.yaml", []),
+            "shac": ("pendulum_shac.yaml", []),
+            "sapo": ("pendulum_sapo.yaml", []),
+            "ahac": ("pendulum_ahac.yaml", []),
+        },
+        "budgets": (200_000, 30_000, 10_000),
+    },
+    "CartPoleSwingUp": {
+        "env": "CartPoleSwingUp",
+        "configs": {
+            "apg": ("cartpole_swingup.yaml", []),
+            "shac": ("cartpole_swingup_shac.yaml", []),
+            "sapo": ("cartpole_swingup_sapo.yaml", []),
+            "ahac": ("cartpole_swingup_ahac.yaml", []),
+        },
+        "budgets": (300_000, 30_000, 10_000),
+    },
 }
+FIRST_ORDER = ("apg", "shac", "sapo", "ahac")
 EVAL_ENVS, EVAL_EPISODES, EVAL_SEED = 16, 16, 12345
 
 
@@ -117,7 +149,7 @@ def run_sb3(task: str, algorithm: str, seed: int, steps: int, every: int) -> lis
 
     import pathgrad
 
-    env_name = TASKS[task][0]
+    env_name = TASKS[task]["env"]
     num_envs = 4 if algorithm == "ppo" else 1
     vec_env = pathgrad.envs.to_sb3(
         pathgrad.build_learning_env(env_name, num_envs=num_envs, device="cpu", seed=seed)
@@ -166,13 +198,14 @@ def run_job(job: tuple) -> dict:
 
     torch.set_num_threads(1)
     task, method, seed, quick = job
-    _, apg_config, shac_config, ppo_steps, sac_steps, every = TASKS[task]
+    ppo_steps, sac_steps, every = TASKS[task]["budgets"]
     if quick:
         ppo_steps, sac_steps, every = 4096, 300, 2048 if method == "ppo" else 150
     start = time.time()
-    if method in ("apg", "shac"):
-        overrides = ["trainer.total_updates=2", "eval.frequency_steps=1024"] if quick else []
-        config = apg_config if method == "apg" else shac_config
+    if method in FIRST_ORDER:
+        config, overrides = TASKS[task]["configs"][method]
+        if quick:
+            overrides = [*overrides, "trainer.total_updates=2", "eval.frequency_steps=1024"]
         curve = run_pathgrad(task, config, seed, overrides)
     else:
         curve = run_sb3(task, method, seed, ppo_steps if method == "ppo" else sac_steps, every)
@@ -185,8 +218,12 @@ def run_job(job: tuple) -> dict:
     }
 
 
-def summarize(results: list[dict]) -> str:
-    """A Markdown table: final return, steps and time to 90% of the best return."""
+def summarize(results: list[dict], targets: dict[str, float] | None = None) -> str:
+    """A Markdown table: final return, steps and time to 90% of the best return.
+
+    ``targets`` (task -> return) replace the 90% mark computed from these
+    results, e.g. to add methods to a table measured before.
+    """
     lines = [
         "| task | method | final return (median) | env steps to 90% | wall time to 90% |"
         " total env steps | total wall time |",
@@ -196,7 +233,7 @@ def summarize(results: list[dict]) -> str:
         runs = [r for r in results if r["task"] == task and r["curve"]]
         best = max(point[2] for r in runs for point in r["curve"])
         start = statistics.median(r["curve"][0][2] for r in runs)
-        target = start + 0.9 * (best - start)
+        target = (targets or {}).get(task, start + 0.9 * (best - start))
         for method in dict.fromkeys(r["method"] for r in runs):
             mine = [r for r in runs if r["method"] == method]
             finals = statistics.median(r["curve"][-1][2] for r in mine)
@@ -213,9 +250,9 @@ def summarize(results: list[dict]) -> str:
                 f"| {task} | {method.upper()} | {finals:.1f} | {steps} | {seconds} "
                 f"| {total_steps / 1e3:,.0f}k | {total_time:,.0f} s |"
             )
-        lines.append(
-            f"| {task} | target (90% from {start:.1f} to {best:.1f}) | {target:.1f} | | | | |"
-        )
+        given = task in (targets or {})
+        mark = "given" if given else f"90% from {start:.1f} to {best:.1f}"
+        lines.append(f"| {task} | target ({mark}) | {target:.1f} | | | | |")
     return "\n".join(lines)
 
 
@@ -225,7 +262,10 @@ def plot(results: list[dict], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"apg": "tab:blue", "shac": "tab:red", "ppo": "tab:green", "sac": "tab:purple"}
+    colors = {
+        "apg": "tab:blue", "shac": "tab:red", "sapo": "tab:orange", "ahac": "tab:brown",
+        "ppo": "tab:green", "sac": "tab:purple",
+    }  # fmt: skip
     for task in dict.fromkeys(r["task"] for r in results):
         figure, axes = plt.subplots(1, 2, figsize=(11, 4))
         for method, color in colors.items():
@@ -253,19 +293,29 @@ def plot(results: list[dict], out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
-    parser.add_argument("--methods", nargs="+", default=["apg", "shac", "ppo", "sac"])
+    parser.add_argument("--methods", nargs="+", default=[*FIRST_ORDER, "ppo", "sac"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("baseline_results"))
     parser.add_argument("--quick", action="store_true", help="tiny budgets, one seed, one task")
+    parser.add_argument(
+        "--targets", nargs="+", default=[], metavar="TASK=RETURN",
+        help="fixed 'to 90%%' returns per task (default: from these results)",
+    )  # fmt: skip
     args = parser.parse_args()
+    targets = {}
+    for item in args.targets:
+        task, _, value = item.partition("=")
+        if task not in TASKS or not value:
+            parser.error(f"--targets takes TASK=RETURN with TASK in {list(TASKS)}, got {item!r}")
+        targets[task] = float(value)
     if args.quick:
         args.tasks, args.seeds = ["Pendulum"], [0]
     jobs = [
         (task, method, seed, args.quick)
         for task in args.tasks
         for method in args.methods
-        if not (method == "shac" and TASKS[task][2] is None)
+        if method not in FIRST_ORDER or method in TASKS[task]["configs"]
         for seed in args.seeds
     ]
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
@@ -273,7 +323,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     plot(results, args.out)
-    print(summarize(results))
+    print(summarize(results, targets))
     print(f"\ncurves: {args.out}/<task>.png, data: {args.out}/results.json")
 
 

@@ -140,7 +140,7 @@ def test_baselines_benchmark_quick_mode_covers_every_method(tmp_path):
         str(tmp_path / "out"),
         cwd=tmp_path,
     )
-    for method in ("APG", "SHAC", "PPO", "SAC"):
+    for method in ("APG", "SHAC", "SAPO", "AHAC", "PPO", "SAC"):
         assert f"| Pendulum | {method} |" in output
     assert (tmp_path / "out" / "Pendulum.png").is_file()
 
