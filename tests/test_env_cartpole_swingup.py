@@ -200,3 +200,33 @@ def test_soft_wall_keeps_a_pushed_cart_near_the_track_limit(direction):
     assert 2.4 < max_excursion(1000.0) < 2.7
     # Without the wall the same push runs far off the track, so the bound above is the wall's.
     assert max_excursion(0.0) > 50.0
+
+
+def test_wide_starts_and_energy_shaping_for_training():
+    wide = CartPoleSwingUp(512, dtype="float64", seed=0, initial_angle_spread=math.pi)
+    wide.reset(seed=0)
+    assert float((wide.state["angle"] - math.pi).abs().max()) > 3.0  # every angle
+    with pytest.raises(ValueError, match=r"initial_angle_spread must be in \[0, pi\]"):
+        CartPoleSwingUp(1, initial_angle_spread=-0.1)
+    with pytest.raises(ValueError, match="shaping_discount must be in"):
+        CartPoleSwingUp(1, energy_shaping=1.0, shaping_discount=0.0)
+
+    shaped = CartPoleSwingUp(3, dtype="float64", energy_shaping=5.0, shaping_discount=0.9)
+    plain = CartPoleSwingUp(3, dtype="float64")
+    state = _state([0.0, 0.1, -0.2], [0.0, 0.3, 0.1], [math.pi, 0.0, 2.0], [0.0, 0.0, 3.0])
+    gap = shaped.energy_gap(state)
+    assert gap[0].item() == pytest.approx(-1.0) and gap[1].item() == pytest.approx(0.0)
+    # The gap is the pole's energy about the pivot (cart at rest) relative to upright.
+    rest = {**state, "velocity": torch.zeros(3, dtype=F64)}
+    top = _energy(plain, _state([0.0] * 3, [0.0] * 3, [0.0] * 3, [0.0] * 3))
+    scale = 2 * plain.pole_mass * plain.gravity * plain.pole_half_length
+    assert torch.allclose(gap, (_energy(plain, rest) - top) / scale)
+    action = torch.tensor([[0.5], [-0.3], [1.0]], dtype=F64)
+    following = plain._dynamics(state, action)
+    potential = lambda s: -5.0 * shaped.energy_gap(s).square()  # noqa: E731
+    expected = plain._reward(state, action, following) + 0.9 * potential(following)
+    expected = expected - potential(state)
+    assert torch.allclose(shaped._reward(state, action, following), expected, atol=1e-12)
+    assert check_env_gradients(
+        CartPoleSwingUp(3, dtype="float64", seed=0, energy_shaping=5.0), 5
+    )

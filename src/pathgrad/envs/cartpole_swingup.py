@@ -49,6 +49,10 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
     Reward, of the state the step ends in: ``upright * centred - control_cost a^2``
     with ``upright = (1 + cos th') / 2`` and ``centred = (1 + exp(-x'^2 /
     (2 centre_width^2))) / 2``; it lies in [-control_cost, 1] per step.
+    pathgrad's training option ``energy_shaping`` w > 0 adds the potential-based
+    term ``shaping_discount Phi(s') - Phi(s)`` with ``Phi = -w e^2`` and ``e`` the
+    pole's :meth:`energy_gap` (it leaves the optimal policies unchanged for the
+    discount ``shaping_discount``; Ng et al., 1999); for ``env.train_cfg``.
 
     Observation (5): ``x``, ``xdot``, ``cos th``, ``sin th``, ``thdot``.
     Metrics, of the state each step ends in: ``upright`` (``cos th``),
@@ -76,6 +80,8 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
         centre_width: float = 0.5,
         control_cost: float = 0.01,
         initial_angle_spread: float = 0.1,
+        energy_shaping: float = 0.0,
+        shaping_discount: float = 0.99,
         **kwargs,
     ) -> None:
         if not 0.0 <= initial_angle_spread <= math.pi:
@@ -97,6 +103,7 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
                 "gravity": gravity,
                 "wall_stiffness": wall_stiffness,
                 "control_cost": control_cost,
+                "energy_shaping": energy_shaping,
             },
         )
         self.gravity = float(gravity)
@@ -111,6 +118,12 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
         self.centre_width = float(centre_width)
         self.control_cost = float(control_cost)
         self.initial_angle_spread = float(initial_angle_spread)
+        if energy_shaping > 0.0 and not gravity > 0.0:
+            raise ValueError("energy_shaping needs gravity > 0 (the energy gap is scaled by it).")
+        if not 0.0 < shaping_discount <= 1.0:
+            raise ValueError(f"shaping_discount must be in (0, 1], got {shaping_discount}.")
+        self.energy_shaping = float(energy_shaping)
+        self.shaping_discount = float(shaping_discount)
         super().__init__(num_envs, device, **kwargs)
 
     def _sample_initial_state(self, num: int) -> State:
@@ -154,11 +167,25 @@ class CartPoleSwingUp(BatchedDifferentiableEnv):
             "angular_velocity": theta_dot,
         }
 
+    def energy_gap(self, state: State) -> torch.Tensor:
+        """``(E - E_top) / (2 m g l)`` of the pole about its pivot: -1 hanging still, 0 upright."""
+        mass, half = self.pole_mass, self.pole_half_length
+        inertia = 4.0 / 3.0 * mass * half * half  # a uniform rod about its end
+        spin = state["angular_velocity"]
+        height = mass * self.gravity * half  # potential energy upright, above the pivot
+        energy = 0.5 * inertia * spin * spin + height * torch.cos(state["angle"])
+        return (energy - height) / (2.0 * height)
+
     def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
         upright = 0.5 * (1.0 + torch.cos(next_state["angle"]))
         x = next_state["position"]
         centred = 0.5 * (1.0 + torch.exp(-x * x / (2.0 * self.centre_width**2)))
-        return upright * centred - self.control_cost * (action * action).sum(-1)
+        reward = upright * centred - self.control_cost * (action * action).sum(-1)
+        if self.energy_shaping > 0.0:  # potential-based: gamma Phi(s') - Phi(s)
+            before = -self.energy_shaping * self.energy_gap(state).square()
+            after = -self.energy_shaping * self.energy_gap(next_state).square()
+            reward = reward + self.shaping_discount * after - before
+        return reward
 
     def _observe(self, state: State) -> torch.Tensor:
         theta = state["angle"]
