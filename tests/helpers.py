@@ -143,6 +143,60 @@ def relative_error(actual: Sequence[torch.Tensor], expected: Sequence[torch.Tens
     return float((actual_flat - expected_flat).norm() / expected_flat.norm())
 
 
+def float64_windows(*, squash: bool = False) -> tuple[torch.nn.Module, Any, Callable[[int], Any]]:
+    """Policy, normalizer and ``rollout(steps)`` for finite-difference checks of actor gradients.
+
+    Three float64 PointMass envs with 3-step episodes (so windows cross a
+    truncation), a small tanh policy and a fitted observation normalizer;
+    every ``rollout(steps)`` call replays the same resets and noise.
+    """
+    from pathgrad.collector import DifferentiableCollector
+    from pathgrad.envs import PointMass
+    from pathgrad.normalization import RunningObservationNormalizer
+    from pathgrad.policies import GaussianMLPPolicy
+
+    torch.manual_seed(0)
+    env = PointMass(3, dtype="float64", max_episode_steps=3, seed=0)
+    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(8,), activation="tanh", squash=squash)
+    policy = policy.double()
+    with torch.no_grad():
+        policy.mean_net[-1].weight.normal_(0.0, 0.5)
+    normalizer = RunningObservationNormalizer(6)
+    normalizer.update(torch.randn(64, 6, dtype=torch.float64))
+    collector = DifferentiableCollector(env, policy, "cpu", observation_normalizer=normalizer)
+
+    def rollout(steps: int):
+        torch.manual_seed(11)
+        collector.reset(seed=3)
+        return collector.collect(steps)
+
+    return policy, normalizer, rollout
+
+
+def window_gradient_error(algorithm: Any, rollout: Callable[[], Any]) -> float:
+    """Relative error of the policy gradient ``algorithm`` backpropagates for one window.
+
+    Compared with central differences of the loss it accumulates (``_loss_total``)
+    over the same window, ``rollout()`` replaying the same noise at every
+    parameter value.
+    """
+    algorithm.begin_update()
+    algorithm.accumulate_segment(rollout())
+    parameters = list(algorithm.policy.parameters())
+    analytic = [p.grad.clone() for p in parameters]
+    algorithm.cancel_update()
+
+    def loss() -> float:
+        with torch.enable_grad():  # the algorithms backpropagate as they accumulate
+            algorithm.begin_update()
+            algorithm.accumulate_segment(rollout())
+            value = algorithm._loss_total.item()
+            algorithm.cancel_update()
+        return value
+
+    return relative_error(analytic, central_difference_gradient(loss, parameters))
+
+
 def build_point_mass_trainer(
     checkpoint_dir,
     *,

@@ -11,9 +11,7 @@ from helpers import (
     LinearPolicy,
     ScalarEnv,
     build_point_mass_trainer,
-    central_difference_gradient,
     learning_state,
-    relative_error,
 )
 from pathgrad.algo import AHAC, AHACCfg
 from pathgrad.collector import DifferentiableCollector
@@ -84,15 +82,9 @@ def test_the_actor_objective_stops_at_the_horizon_and_the_critic_sees_the_window
 
 
 def test_actor_gradient_matches_finite_differences_of_the_truncated_objective():
-    from pathgrad.envs import PointMass
-    from pathgrad.normalization import RunningObservationNormalizer
-    from pathgrad.policies import GaussianMLPPolicy
+    from helpers import float64_windows, window_gradient_error
 
-    torch.manual_seed(0)
-    env = PointMass(3, dtype="float64", max_episode_steps=3, seed=0)
-    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(8,), activation="tanh").double()
-    with torch.no_grad():
-        policy.mean_net[-1].weight.normal_(0.0, 0.5)
+    policy, normalizer, rollout = float64_windows()
     cfg = AHACCfg(
         gamma=0.9,
         critic_hidden_sizes=[8],
@@ -103,33 +95,12 @@ def test_actor_gradient_matches_finite_differences_of_the_truncated_objective():
     )
     ahac = AHAC(cfg, policy, observation_dim=6)
     ahac.horizon_multiplier, ahac.horizon = 3.0, 4  # a window of 6 truncated after 4 steps
-    normalizer = RunningObservationNormalizer(6)
-    normalizer.update(torch.randn(64, 6, dtype=torch.float64))
     ahac.observation_transform = normalizer.normalize
-    collector = DifferentiableCollector(env, policy, "cpu", observation_normalizer=normalizer)
-
-    def rollout():
-        torch.manual_seed(11)
-        collector.reset(seed=3)
-        return collector.collect(6)
-
     ahac.begin_update()
-    ahac.accumulate_segment(rollout())
+    ahac.accumulate_segment(rollout(6))
     assert ahac._stiffness_readings and ahac._windows[-1]["rewards"].shape[0] == 6
-    parameters = list(policy.parameters())
-    analytic = [p.grad.clone() for p in parameters]
     ahac.cancel_update()
-
-    def loss():
-        with torch.enable_grad():  # AHAC backpropagates as it accumulates
-            ahac.begin_update()
-            ahac.accumulate_segment(rollout())
-            objective = ahac._objective_total.item()
-            ahac.cancel_update()
-        return -objective
-
-    numeric = central_difference_gradient(loss, parameters)
-    assert relative_error(analytic, numeric) < 1e-6
+    assert window_gradient_error(ahac, lambda: rollout(6)) < 1e-6
     assert ahac.horizon == 4  # cancelled updates leave the horizon alone
 
 

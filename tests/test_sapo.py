@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -11,75 +12,49 @@ from helpers import (
     LinearPolicy,
     ScalarEnv,
     build_point_mass_trainer,
-    central_difference_gradient,
+    float64_windows,
     learning_state,
     relative_error,
+    window_gradient_error,
 )
 from pathgrad.algo import SAPO, SAPOCfg
 from pathgrad.collector import DifferentiableCollector
-from pathgrad.envs import PointMass
-from pathgrad.normalization import RunningObservationNormalizer
-from pathgrad.policies import GaussianMLPPolicy
 
 
-def small_sapo(**fields) -> tuple[SAPO, DifferentiableCollector]:
-    """SAPO on 3 float64 PointMass envs with 3-step episodes, a squashed policy, 2 critics."""
-    torch.manual_seed(0)
-    env = PointMass(3, dtype="float64", max_episode_steps=3, seed=0)
-    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(8,), activation="tanh", squash=True)
-    policy = policy.double()
-    with torch.no_grad():
-        policy.mean_net[-1].weight.normal_(0.0, 0.5)
+def small_sapo(**fields) -> tuple[SAPO, Any]:
+    """SAPO on float64 PointMass windows (a squashed policy, 2 critics) and ``rollout(steps)``."""
+    policy, normalizer, rollout = float64_windows(squash=True)
     cfg = SAPOCfg(
         **{"gamma": 0.9, "critic_hidden_sizes": [8], "critic_activation": "tanh",
            "reward_scale": 0.5, "init_temperature": 0.3, **fields}
     )  # fmt: skip
     sapo = SAPO(cfg, policy, observation_dim=6, action_dim=2)
-    normalizer = RunningObservationNormalizer(6)
-    normalizer.update(torch.randn(64, 6, dtype=torch.float64))
     sapo.observation_transform = normalizer.normalize
-    return sapo, DifferentiableCollector(env, policy, "cpu", observation_normalizer=normalizer)
+    return sapo, rollout
 
 
 @pytest.mark.parametrize("reduction", ["mean", "min"])
 def test_actor_gradient_matches_finite_differences_of_the_soft_objective(reduction):
-    sapo, collector = small_sapo(critic_reduction=reduction)
-
-    def rollout():  # the same noise at every parameter value
-        torch.manual_seed(11)
-        collector.reset(seed=3)
-        return collector.collect(5)  # crosses an episode end (truncation after 3 steps)
-
-    sapo.begin_update()
-    sapo.accumulate_segment(rollout())
-    parameters = list(sapo.policy.parameters())
-    analytic = [p.grad.clone() for p in parameters]
-    sapo.cancel_update()
-
-    def loss():
-        with torch.enable_grad():  # SAPO backpropagates as it accumulates
-            sapo.begin_update()
-            sapo.accumulate_segment(rollout())
-            value = sapo._loss_total.item()
-            sapo.cancel_update()
-        return value
-
-    numeric = central_difference_gradient(loss, parameters)
-    assert relative_error(analytic, numeric) < 1e-6
+    sapo, rollout = small_sapo(critic_reduction=reduction)
+    window = lambda: rollout(5)  # noqa: E731 - crosses an episode end (truncation after 3)
+    assert window_gradient_error(sapo, window) < 1e-6
     # The entropy term is in it: without it the gradient differs.
-    sapo.begin_update()
+    with_entropy = gradient(sapo, window())
     sapo.log_temperature.data.fill_(math.log(1e-12))
-    sapo.accumulate_segment(rollout())
-    without = [p.grad.clone() for p in parameters]
-    sapo.cancel_update()
-    assert relative_error(without, analytic) > 1e-3
+    assert relative_error(gradient(sapo, window()), with_entropy) > 1e-3
+
+
+def gradient(algorithm, rollout) -> list[torch.Tensor]:
+    algorithm.begin_update()
+    algorithm.accumulate_segment(rollout)
+    values = [p.grad.clone() for p in algorithm.policy.parameters()]
+    algorithm.cancel_update()
+    return values
 
 
 def test_the_soft_reward_adds_the_temperature_times_the_action_entropy():
-    sapo, collector = small_sapo()
-    torch.manual_seed(1)
-    collector.reset(seed=0)
-    rollout = collector.collect(4)
+    sapo, window = small_sapo()
+    rollout = window(4)
     actor, critic = sapo._window_rewards(rollout)
     log_probs = torch.stack([t.policy_output["log_prob"] for t in rollout.transitions])
     # Entropy in the normalized box: PointMass actions span [-1, 1], so no scale term.
@@ -88,13 +63,21 @@ def test_the_soft_reward_adds_the_temperature_times_the_action_entropy():
     assert actor.requires_grad and not critic.requires_grad
 
 
+def test_the_entropy_is_measured_in_the_normalized_action_box():
+    sapo, window = small_sapo()
+    unit = sapo._action_entropies(window(1))
+    sapo.policy.action_half_range.fill_(2.0)  # the same sample, actions spanning [-2, 2]
+    wide = window(1).transitions[0].policy_output["log_prob"]
+    assert torch.allclose(-wide - 2 * math.log(2.0), unit[0], atol=1e-12)  # density / 2 per axis
+    assert torch.allclose(sapo._action_entropies(window(1)), unit, atol=1e-12)
+
+
 @pytest.mark.parametrize(("target", "direction"), [(-50.0, "falls"), (50.0, "rises")])
 def test_the_temperature_steers_the_entropy_towards_its_target(target, direction):
-    sapo, collector = small_sapo(target_entropy=target)
+    sapo, window = small_sapo(target_entropy=target)
     before = sapo.temperature
-    collector.reset(seed=0)
     sapo.begin_update()
-    sapo.accumulate_segment(collector.collect(4))
+    sapo.accumulate_segment(window(4))
     metrics = sapo.finish_update()
     after = sapo.temperature
     assert metrics["temperature"] == after
@@ -103,17 +86,16 @@ def test_the_temperature_steers_the_entropy_towards_its_target(target, direction
 
 
 def test_a_fixed_temperature_stays_and_the_default_target_is_minus_the_action_size():
-    sapo, collector = small_sapo(learn_temperature=False)
+    sapo, window = small_sapo(learn_temperature=False)
     assert sapo.target_entropy == -2.0
-    collector.reset(seed=0)
     sapo.begin_update()
-    sapo.accumulate_segment(collector.collect(4))
+    sapo.accumulate_segment(window(4))
     sapo.finish_update()
     assert sapo.temperature == pytest.approx(0.3, rel=1e-12)
 
 
 def test_every_critic_of_the_ensemble_trains_and_the_values_combine():
-    sapo, collector = small_sapo(num_critics=3, critic_reduction="min")
+    sapo, window = small_sapo(num_critics=3, critic_reduction="min")
     observations = torch.randn(5, 6, dtype=torch.float64)
     members = sapo._values(sapo.critic, observations)
     stacked = torch.stack(
@@ -122,9 +104,8 @@ def test_every_critic_of_the_ensemble_trains_and_the_values_combine():
     )  # fmt: skip
     assert torch.equal(members, stacked.amin(0))
     before = [p.clone() for p in sapo.critic.parameters()]
-    collector.reset(seed=0)
     sapo.begin_update()
-    sapo.accumulate_segment(collector.collect(4))
+    sapo.accumulate_segment(window(4))
     metrics = sapo.finish_update()
     assert metrics["value_loss"] > 0
     for member in range(3):  # each member moved

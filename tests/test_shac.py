@@ -118,44 +118,13 @@ def test_an_apg_checkpoint_does_not_load_into_shac(tmp_path):
 
 
 def test_actor_gradient_matches_finite_differences_across_a_truncation():
-    from helpers import central_difference_gradient, relative_error
-    from pathgrad.envs import PointMass
-    from pathgrad.normalization import RunningObservationNormalizer
-    from pathgrad.policies import GaussianMLPPolicy
+    from helpers import float64_windows, window_gradient_error
 
-    torch.manual_seed(0)
-    env = PointMass(3, dtype="float64", max_episode_steps=3, seed=0)
-    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(8,), activation="tanh").double()
-    with torch.no_grad():
-        policy.mean_net[-1].weight.normal_(0.0, 0.5)
+    policy, normalizer, rollout = float64_windows()
     cfg = SHACCfg(gamma=0.9, critic_hidden_sizes=[8], critic_activation="tanh", reward_scale=0.5)
     shac = SHAC(cfg, policy, observation_dim=6)
-    normalizer = RunningObservationNormalizer(6)
-    normalizer.update(torch.randn(64, 6, dtype=torch.float64))
     shac.observation_transform = normalizer.normalize
-    collector = DifferentiableCollector(env, policy, "cpu", observation_normalizer=normalizer)
-
-    def rollout():
-        torch.manual_seed(11)
-        collector.reset(seed=3)
-        return collector.collect(5)
-
-    shac.begin_update()
-    shac.accumulate_segment(rollout())
-    parameters = list(policy.parameters())
-    analytic = [p.grad.clone() for p in parameters]
-
-    def loss():
-        with torch.enable_grad():  # SHAC backpropagates as it accumulates
-            shac.begin_update()
-            shac.accumulate_segment(rollout())  # the objective at the perturbed weights
-            objective = shac._objective_total.item()
-            shac.cancel_update()
-        return -objective
-
-    shac.cancel_update()
-    numeric = central_difference_gradient(loss, parameters)
-    assert relative_error(analytic, numeric) < 1e-6
+    assert window_gradient_error(shac, lambda: rollout(5)) < 1e-6
 
 
 def test_float64_switch_reaches_the_critic(tmp_path):
