@@ -261,6 +261,7 @@ def plot(results: list[dict], out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
 
     colors = {
         "apg": "tab:blue", "shac": "tab:red", "sapo": "tab:orange", "ahac": "tab:brown",
@@ -280,6 +281,9 @@ def plot(results: list[dict], out: Path) -> None:
                 axes[1].plot(seconds, values, color=color, alpha=0.7, label=label)
         for axis, label in zip(axes, ("env steps", "wall time (s)"), strict=True):
             axis.set_xscale("log")
+            axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.xaxis.set_major_formatter(EngFormatter(sep=""))  # 200k, 1M; 20, 100 s
+            axis.xaxis.set_minor_formatter(NullFormatter())  # no crowded 2x10^5 labels
             axis.set_xlabel(label + " (log scale)")
             axis.set_ylabel("evaluation return")
             axis.grid(alpha=0.3)
