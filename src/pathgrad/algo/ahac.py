@@ -169,16 +169,7 @@ class AHAC(SHAC):
         )
         super().accumulate_segment(actor_window)
         if steps < rollout.num_steps:  # the critic learns from the whole window
-            transitions = rollout.transitions
-            self._windows[-1] = {
-                "observations": rollout.observations.detach(),
-                "rewards": self._window_rewards(rollout)[1],
-                "terminated": torch.stack([t.terminated for t in transitions]),
-                "dones": rollout.dones,
-                "final_observations": torch.stack(
-                    [t.info["final_observation"] for t in transitions]
-                ).detach(),
-            }
+            self._windows[-1] = self._critic_window(rollout, self._window_rewards(rollout)[1])
 
     def finish_update(self) -> dict[str, float]:
         """SHAC's actor and critic steps, then one dual-ascent step on the horizon."""

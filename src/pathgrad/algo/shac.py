@@ -203,15 +203,20 @@ class SHAC(APG):
             objective=objective,
             entropy=entropy,
         )
-        self._windows.append(
-            {
-                "observations": rollout.observations.detach(),
-                "rewards": critic_rewards,
-                "terminated": terminated,
-                "dones": dones,
-                "final_observations": final_observations.detach(),
-            }
-        )
+        self._windows.append(self._critic_window(rollout, critic_rewards))
+
+    @staticmethod
+    def _critic_window(rollout: DifferentiableRollout, rewards: torch.Tensor) -> dict:
+        """What the critic learns from of one window (no graph), with its ``rewards``."""
+        transitions = rollout.transitions
+        final_observations = torch.stack([t.info["final_observation"] for t in transitions])
+        return {
+            "observations": rollout.observations.detach(),
+            "rewards": rewards,
+            "terminated": torch.stack([t.terminated for t in transitions]),
+            "dones": rollout.dones,
+            "final_observations": final_observations.detach(),
+        }
 
     def accumulate_complete_rollout(self, rollout: DifferentiableRollout, **kwargs: Any) -> None:
         """Not supported: SHAC bootstraps windows of a carried state.
