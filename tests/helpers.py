@@ -143,7 +143,9 @@ def relative_error(actual: Sequence[torch.Tensor], expected: Sequence[torch.Tens
     return float((actual_flat - expected_flat).norm() / expected_flat.norm())
 
 
-def float64_windows(*, squash: bool = False) -> tuple[torch.nn.Module, Any, Callable[[int], Any]]:
+def float64_windows(
+    *, squash: bool = False, layer_norm: bool = False
+) -> tuple[torch.nn.Module, Any, Callable[[int], Any]]:
     """Policy, normalizer and ``rollout(steps)`` for finite-difference checks of actor gradients.
 
     Three float64 PointMass envs with 3-step episodes (so windows cross a
@@ -157,7 +159,9 @@ def float64_windows(*, squash: bool = False) -> tuple[torch.nn.Module, Any, Call
 
     torch.manual_seed(0)
     env = PointMass(3, dtype="float64", max_episode_steps=3, seed=0)
-    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(8,), activation="tanh", squash=squash)
+    policy = GaussianMLPPolicy(
+        6, 2, hidden_sizes=(8,), activation="tanh", squash=squash, layer_norm=layer_norm
+    )
     policy = policy.double()
     with torch.no_grad():
         policy.mean_net[-1].weight.normal_(0.0, 0.5)

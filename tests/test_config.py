@@ -126,6 +126,27 @@ def test_the_default_policy_respects_the_action_space():
     assert bool((action <= torch.as_tensor(space.high)).all())
 
 
+def test_layer_norm_switches_reach_the_policy_and_the_critic():
+    from pathgrad.run import build_run
+
+    def norms(network: torch.nn.Module) -> list[tuple[int, ...]]:
+        return [m.normalized_shape for m in network.modules() if isinstance(m, torch.nn.LayerNorm)]
+
+    plain = build_run(load_config(ROOT / "configs" / "pendulum_shac.yaml"), Path("unused"))
+    assert norms(plain.policy) == [] and norms(plain.algorithm.critic) == []
+    overrides = ["policy.layer_norm=true", "algorithm.cfg.critic_layer_norm=true"]
+    for name in ("pendulum_shac", "pendulum_sapo"):
+        config = load_config(ROOT / "configs" / f"{name}.yaml", overrides)
+        objects = build_run(config, Path("unused"))
+        hidden = [(width,) for width in config.policy.hidden_sizes]
+        critic_hidden = [(width,) for width in config.algorithm.cfg["critic_hidden_sizes"]]
+        members = getattr(objects.algorithm.critic, "members", [objects.algorithm.critic])
+        assert norms(objects.policy) == hidden, name
+        assert all(norms(member) == critic_hidden for member in members), name
+    with pytest.raises(ConfigError, match="policy.layer_norm: input should be a valid boolean"):
+        load_config(None, ["policy.layer_norm=maybe"])
+
+
 def test_train_cfg_reaches_the_training_envs_only(tmp_path):
     from pathgrad.run import build_run
 

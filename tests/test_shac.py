@@ -127,6 +127,24 @@ def test_actor_gradient_matches_finite_differences_across_a_truncation():
     assert window_gradient_error(shac, lambda: rollout(5)) < 1e-6
 
 
+def test_actor_gradient_with_layer_norm_in_actor_and_critic_matches_finite_differences():
+    from helpers import float64_windows, window_gradient_error
+
+    policy, normalizer, rollout = float64_windows(squash=True, layer_norm=True)
+    assert any(isinstance(layer, torch.nn.LayerNorm) for layer in policy.mean_net)
+    cfg = SHACCfg(gamma=0.9, critic_hidden_sizes=[8, 8], critic_layer_norm=True)
+    shac = SHAC(cfg, policy, observation_dim=6)
+    norms = [layer for layer in shac.critic if isinstance(layer, torch.nn.LayerNorm)]
+    assert [norm.normalized_shape for norm in norms] == [(8,), (8,)]
+    with torch.no_grad():  # LayerNorm's affine terms away from their 1/0 start
+        for norm in norms:
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+        shac.target_critic.load_state_dict(shac.critic.state_dict())
+    shac.observation_transform = normalizer.normalize
+    assert window_gradient_error(shac, lambda: rollout(5)) < 1e-6
+
+
 def test_float64_switch_reaches_the_critic(tmp_path):
     trainer = build_point_mass_trainer(tmp_path, algorithm="shac", dtype="float64")
     assert all(p.dtype == torch.float64 for p in trainer.algorithm.critic.parameters())

@@ -136,6 +136,9 @@ class PolicySection(Section):
     squash: bool = Field(
         True, description="tanh-squash actions to the action bounds (false: unbounded mean)"
     )
+    layer_norm: bool = Field(
+        False, description="LayerNorm after every hidden activation (the SHAC paper's networks)"
+    )
 
 
 class AlgorithmSection(Section):

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ACTIVATIONS", "GaussianMLPPolicy", "Policy", "PolicyOutput"]
+__all__ = ["ACTIVATIONS", "GaussianMLPPolicy", "Policy", "PolicyOutput", "hidden_layers"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "elu": nn.ELU,
@@ -20,6 +20,23 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
     "silu": nn.SiLU,
     "gelu": nn.GELU,
 }
+
+
+def hidden_layers(
+    inputs: int, hidden_sizes: Sequence[int], activation: str, layer_norm: bool = False
+) -> list[nn.Module]:
+    """``Linear -> activation [-> LayerNorm]`` for every hidden width.
+
+    ``layer_norm`` normalizes each hidden layer after its activation, as the
+    SHAC paper's actor and critic networks do.
+    """
+    layers: list[nn.Module] = []
+    for width in hidden_sizes:
+        layers += [nn.Linear(inputs, int(width)), ACTIVATIONS[activation]()]
+        if layer_norm:
+            layers.append(nn.LayerNorm(int(width)))
+        inputs = int(width)
+    return layers
 
 
 class Policy(nn.Module, metaclass=ABCMeta):
@@ -60,6 +77,7 @@ class GaussianMLPPolicy(Policy):
         squash: Bound actions with ``tanh`` to the action range.
         action_low: Lower action bound (scalar or per dimension), for ``squash``.
         action_high: Upper action bound, for ``squash``.
+        layer_norm: A ``LayerNorm`` after every hidden activation.
     """
 
     def __init__(
@@ -72,6 +90,7 @@ class GaussianMLPPolicy(Policy):
         squash: bool = False,
         action_low: float | Sequence[float] = -1.0,
         action_high: float | Sequence[float] = 1.0,
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
         if observation_dim <= 0 or action_dim <= 0:
@@ -82,11 +101,8 @@ class GaussianMLPPolicy(Policy):
             )
         if any(int(width) <= 0 for width in hidden_sizes):
             raise ValueError(f"hidden_sizes must be positive, got {list(hidden_sizes)}.")
-        layers: list[nn.Module] = []
-        width_in = observation_dim
-        for width in hidden_sizes:
-            layers += [nn.Linear(width_in, int(width)), ACTIVATIONS[activation]()]
-            width_in = int(width)
+        layers = hidden_layers(observation_dim, hidden_sizes, activation, layer_norm)
+        width_in = int(hidden_sizes[-1]) if len(hidden_sizes) else observation_dim
         head = nn.Linear(width_in, action_dim)
         with torch.no_grad():
             head.weight.mul_(0.01)

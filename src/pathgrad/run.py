@@ -175,6 +175,7 @@ def build_policy(config: RunConfig, env: Any) -> GaussianMLPPolicy:
         activation=section.activation,
         init_log_std=section.init_log_std,
         squash=section.squash,
+        layer_norm=section.layer_norm,
     )
     dtype = torch.float64 if config.env.dtype == "float64" else torch.float32
     return policy.to(device=torch.device(config.env.device), dtype=dtype)

@@ -73,10 +73,17 @@ class SAPOCfg(SHACCfg):
 class CriticEnsemble(nn.Module):
     """``K`` independent critic MLPs; ``forward`` stacks their values ``[K, ..., 1]``."""
 
-    def __init__(self, count: int, observation_dim: int, hidden: list[int], activation: str):
+    def __init__(
+        self,
+        count: int,
+        observation_dim: int,
+        hidden: list[int],
+        activation: str,
+        layer_norm: bool = False,
+    ):
         super().__init__()
         self.members = nn.ModuleList(
-            _mlp(observation_dim, hidden, activation) for _ in range(count)
+            _mlp(observation_dim, hidden, activation, layer_norm) for _ in range(count)
         )
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
@@ -131,7 +138,11 @@ class SAPO(SHAC):
     def _make_critic(self, observation_dim: int) -> nn.Module:
         cfg = self.cfg
         return CriticEnsemble(
-            cfg.num_critics, observation_dim, cfg.critic_hidden_sizes, cfg.critic_activation
+            cfg.num_critics,
+            observation_dim,
+            cfg.critic_hidden_sizes,
+            cfg.critic_activation,
+            cfg.critic_layer_norm,
         )
 
     def _values(self, network: nn.Module, observations: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from pathgrad.algo.apg import APG, APGCfg
 from pathgrad.algo.schedules import LearningRateSchedule, build_optimizer
 from pathgrad.collector import DifferentiableRollout
 from pathgrad.episodes import restarting_discounts
-from pathgrad.policies import ACTIVATIONS
+from pathgrad.policies import ACTIVATIONS, hidden_layers
 from pathgrad.state_checks import check_optimizer_groups, check_state_shapes
 from pathgrad.utils import OptimizerCfg, _coerce, configclass
 
@@ -61,12 +61,9 @@ def td_lambda_targets(
     return targets
 
 
-def _mlp(inputs: int, hidden: Sequence[int], activation: str) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [nn.Linear(inputs, int(width)), ACTIVATIONS[activation]()]
-        inputs = int(width)
-    layers.append(nn.Linear(inputs, 1))
+def _mlp(inputs: int, hidden: Sequence[int], activation: str, layer_norm: bool = False):
+    layers = hidden_layers(inputs, hidden, activation, layer_norm)
+    layers.append(nn.Linear(int(hidden[-1]) if len(hidden) else inputs, 1))
     return nn.Sequential(*layers)
 
 
@@ -78,6 +75,7 @@ class SHACCfg(APGCfg):
         lam: TD(lambda) mixing of the critic targets.
         critic_hidden_sizes: Hidden layer widths of the critic MLP.
         critic_activation: Hidden activation of the critic.
+        critic_layer_norm: A ``LayerNorm`` after every hidden activation of the critic.
         critic_optimizer: Optimizer of the critic (same schedule as the actor's).
         critic_epochs: Passes over the window's data per update.
         critic_minibatches: Minibatches per pass.
@@ -89,6 +87,7 @@ class SHACCfg(APGCfg):
     lam: float = 0.95
     critic_hidden_sizes: list[int] = [64, 64]
     critic_activation: str = "elu"
+    critic_layer_norm: bool = False
     critic_optimizer: OptimizerCfg = OptimizerCfg(learning_rate=2e-3)
     critic_epochs: int = 16
     critic_minibatches: int = 4
@@ -150,7 +149,10 @@ class SHAC(APG):
 
     def _make_critic(self, observation_dim: int) -> nn.Module:
         """The critic network: an MLP from the (normalized) observation to one value."""
-        return _mlp(observation_dim, self.cfg.critic_hidden_sizes, self.cfg.critic_activation)
+        cfg = self.cfg
+        return _mlp(
+            observation_dim, cfg.critic_hidden_sizes, cfg.critic_activation, cfg.critic_layer_norm
+        )
 
     def _window_rewards(self, rollout: DifferentiableRollout) -> tuple[torch.Tensor, torch.Tensor]:
         """Rewards ``[T, N]`` of the actor's objective (with their graph) and the critic's."""
