@@ -13,7 +13,10 @@ envs, n_steps 1024, gamma 0.9, gae_lambda 0.95, 10 epochs, lr 1e-3, clip 0.2,
 gSDE (sample frequency 4); SAC with lr 1e-3, otherwise defaults (one env).
 
 Run: ``python benchmarks/baselines.py [--tasks ...] [--methods apg shac sapo ahac ppo sac]
-[--seeds 0 1 2] [--jobs 2] [--targets TASK=RETURN ...] [--quick]``
+[--seeds 0 1 2] [--jobs 2] [--targets TASK=RETURN ...] [--set KEY=VALUE ... --label TEXT]
+[--ppo-steps N] [--sac-steps N] [--quick]``. ``--set`` adds config overrides to every
+first-order run (e.g. fewer envs for sample efficiency) and ``--label`` names that
+variant in the table; ``--ppo-steps`` / ``--sac-steps`` replace the tasks' budgets.
 """
 
 from __future__ import annotations
@@ -60,6 +63,11 @@ TASKS = {
             "ahac": ("pendulum_ahac.yaml", []),
         },
         "budgets": (200_000, 30_000, 10_000),
+    },
+    "Quadrotor": {
+        "env": "Quadrotor",
+        "configs": {"apg": ("quadrotor.yaml", [])},
+        "budgets": (300_000, 30_000, 10_000),
     },
     "CartPoleSwingUp": {
         "env": "CartPoleSwingUp",
@@ -197,13 +205,15 @@ def run_job(job: tuple) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    task, method, seed, quick = job
+    task, method, seed, quick, settings, label, budgets = job
     ppo_steps, sac_steps, every = TASKS[task]["budgets"]
+    ppo_steps, sac_steps = budgets.get("ppo", ppo_steps), budgets.get("sac", sac_steps)
     if quick:
         ppo_steps, sac_steps, every = 4096, 300, 2048 if method == "ppo" else 150
     start = time.time()
     if method in FIRST_ORDER:
         config, overrides = TASKS[task]["configs"][method]
+        overrides = [*overrides, *settings]
         if quick:
             overrides = [*overrides, "trainer.total_updates=2", "eval.frequency_steps=1024"]
         curve = run_pathgrad(task, config, seed, overrides)
@@ -212,6 +222,7 @@ def run_job(job: tuple) -> dict:
     return {
         "task": task,
         "method": method,
+        "label": label if method in FIRST_ORDER else "",
         "seed": seed,
         "curve": curve,
         "wall_time": time.time() - start,
@@ -220,6 +231,9 @@ def run_job(job: tuple) -> dict:
 
 def summarize(results: list[dict], targets: dict[str, float] | None = None) -> str:
     """A Markdown table: final return, steps and time to 90% of the best return.
+
+    Steps and time to the mark are medians over seeds, a seed that never
+    reached it counting as the slowest; "not reached" when the median seed did not.
 
     ``targets`` (task -> return) replace the 90% mark computed from these
     results, e.g. to add methods to a table measured before.
@@ -234,20 +248,23 @@ def summarize(results: list[dict], targets: dict[str, float] | None = None) -> s
         best = max(point[2] for r in runs for point in r["curve"])
         start = statistics.median(r["curve"][0][2] for r in runs)
         target = (targets or {}).get(task, start + 0.9 * (best - start))
-        for method in dict.fromkeys(r["method"] for r in runs):
-            mine = [r for r in runs if r["method"] == method]
+        for method, label in dict.fromkeys((r["method"], r.get("label", "")) for r in runs):
+            mine = [r for r in runs if (r["method"], r.get("label", "")) == (method, label)]
             finals = statistics.median(r["curve"][-1][2] for r in mine)
             hits = [next((p for p in r["curve"] if p[2] >= target), None) for r in mine]
             reached = [h for h in hits if h is not None]
             if len(reached) * 2 > len(mine):  # the median run reached it
-                steps = f"{statistics.median(h[0] for h in reached) / 1e3:,.0f}k"
-                seconds = f"{statistics.median(h[1] for h in reached):,.0f} s"
+                never = float("inf")  # a run that did not reach it counts as the slowest
+                steps = statistics.median(never if h is None else h[0] for h in hits)
+                seconds = statistics.median(never if h is None else h[1] for h in hits)
+                note = "" if len(reached) == len(mine) else f" ({len(reached)}/{len(mine)})"
+                steps, seconds = f"{steps / 1e3:,.0f}k{note}", f"{seconds:,.0f} s{note}"
             else:
                 steps = seconds = f"not reached ({len(reached)}/{len(mine)})"
             total_steps = statistics.median(r["curve"][-1][0] for r in mine)
             total_time = statistics.median(r["wall_time"] for r in mine)
             lines.append(
-                f"| {task} | {method.upper()} | {finals:.1f} | {steps} | {seconds} "
+                f"| {task} | {method.upper()}{label} | {finals:.1f} | {steps} | {seconds} "
                 f"| {total_steps / 1e3:,.0f}k | {total_time:,.0f} s |"
             )
         given = task in (targets or {})
@@ -269,16 +286,16 @@ def plot(results: list[dict], out: Path) -> None:
     }  # fmt: skip
     for task in dict.fromkeys(r["task"] for r in results):
         figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+        mine = [r for r in results if r["task"] == task and r["curve"]]
         for method, color in colors.items():
-            for index, run in enumerate(
-                r for r in results if r["task"] == task and r["method"] == method
-            ):
-                if not run["curve"]:
-                    continue
-                steps, seconds, values = zip(*run["curve"], strict=True)
-                label = method.upper() if index == 0 else None
-                axes[0].plot(steps, values, color=color, alpha=0.7, label=label)
-                axes[1].plot(seconds, values, color=color, alpha=0.7, label=label)
+            variants = dict.fromkeys(r.get("label", "") for r in mine if r["method"] == method)
+            for variant, style in zip(variants, ("-", "--", ":", "-."), strict=False):
+                runs = [r for r in mine if (r["method"], r.get("label", "")) == (method, variant)]
+                for index, run in enumerate(runs):
+                    steps, seconds, values = zip(*run["curve"], strict=True)
+                    label = method.upper() + variant if index == 0 else None
+                    for axis, x in zip(axes, (steps, seconds), strict=True):
+                        axis.plot(x, values, color=color, ls=style, alpha=0.7, label=label)
         for axis, label in zip(axes, ("env steps", "wall time (s)"), strict=True):
             axis.set_xscale("log")
             axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -306,7 +323,16 @@ def main() -> None:
         "--targets", nargs="+", default=[], metavar="TASK=RETURN",
         help="fixed 'to 90%%' returns per task (default: from these results)",
     )  # fmt: skip
+    parser.add_argument(
+        "--set", nargs="+", default=[], metavar="KEY=VALUE", dest="settings",
+        help="config overrides for every first-order run",
+    )  # fmt: skip
+    parser.add_argument("--label", default="", help="appended to first-order method names")
+    parser.add_argument("--ppo-steps", type=int, help="PPO's env-step budget (default: per task)")
+    parser.add_argument("--sac-steps", type=int, help="SAC's env-step budget (default: per task)")
     args = parser.parse_args()
+    if args.label and not args.label.startswith(" "):
+        args.label = f" ({args.label})"
     targets = {}
     for item in args.targets:
         task, _, value = item.partition("=")
@@ -315,8 +341,15 @@ def main() -> None:
         targets[task] = float(value)
     if args.quick:
         args.tasks, args.seeds = ["Pendulum"], [0]
+    budgets = {}
+    for name in ("ppo", "sac"):
+        steps = getattr(args, f"{name}_steps")
+        if steps is not None:
+            if steps <= 0:
+                parser.error(f"--{name}-steps must be positive, got {steps}")
+            budgets[name] = steps
     jobs = [
-        (task, method, seed, args.quick)
+        (task, method, seed, args.quick, args.settings, args.label, budgets)
         for task in args.tasks
         for method in args.methods
         if method not in FIRST_ORDER or method in TASKS[task]["configs"]

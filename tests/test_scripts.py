@@ -138,11 +138,43 @@ def test_baselines_benchmark_quick_mode_covers_every_method(tmp_path):
         "1",
         "--out",
         str(tmp_path / "out"),
+        "--set",
+        "env.num_envs=8",
+        "--label",
+        "8 envs",
         cwd=tmp_path,
     )
-    for method in ("APG", "SHAC", "SAPO", "AHAC", "PPO", "SAC"):
+    for method in ("APG", "SHAC", "SAPO", "AHAC"):  # --set and --label: first-order runs only
+        assert f"| Pendulum | {method} (8 envs) |" in output
+    for method in ("PPO", "SAC"):
         assert f"| Pendulum | {method} |" in output
     assert (tmp_path / "out" / "Pendulum.png").is_file()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    for run in results:
+        if run["method"] not in ("ppo", "sac"):  # two updates of 8 envs, not 64
+            assert 0 < run["curve"][-1][0] <= 2 * 8 * 64, run["method"]
+
+
+def test_baselines_summary_counts_a_seed_that_never_reached_the_mark_as_the_slowest():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import baselines
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    def run(seed: int, curve: list[list[float]], label: str = "") -> dict:
+        return {"task": "Pendulum", "method": "apg", "label": label, "seed": seed,
+                "curve": curve, "wall_time": 10.0}  # fmt: skip
+
+    last_points = {0: [1000.0, 2.0, -4.0], 1: [3000.0, 2.0, -4.0], 2: [4000.0, 2.0, -6.0]}
+    results = [run(seed, [[500.0, 1.0, -9.0], last_points[seed]]) for seed in range(3)]
+    few = [[100.0, 0.5, -9.0], [200.0, 1.0, -6.0]]  # never reaches -5
+    results += [run(seed, few, " (few envs)") for seed in range(3)]
+    table = baselines.summarize(results, {"Pendulum": -5.0})
+    rows = {line.split(" | ")[1]: line for line in table.splitlines()[2:]}
+    assert "| 3k (2/3) | 2 s (2/3) |" in rows["APG"]  # the median of 1k, 3k and never
+    assert "not reached (0/3)" in rows["APG (few envs)"]
+    assert "| -5.0 |" in rows["target (given)"]
 
 
 def test_newton_ant_gradient_benchmark_quick_mode_prints_its_tables(tmp_path):

@@ -61,7 +61,9 @@ def td_lambda_targets(
     return targets
 
 
-def _mlp(inputs: int, hidden: Sequence[int], activation: str, layer_norm: bool = False):
+def _mlp(
+    inputs: int, hidden: Sequence[int], activation: str, layer_norm: bool = False
+) -> nn.Sequential:
     layers = hidden_layers(inputs, hidden, activation, layer_norm)
     layers.append(nn.Linear(int(hidden[-1]) if len(hidden) else inputs, 1))
     return nn.Sequential(*layers)
