@@ -20,7 +20,7 @@ import torch
 
 from pathgrad.algo.registry import get_algorithm
 from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
-from pathgrad.distributed import join, leave, rank_seed
+from pathgrad.distributed import exit_rank, join, leave, rank_seed
 from pathgrad.envs import PointMass
 from pathgrad.policies import GaussianMLPPolicy
 
@@ -168,6 +168,7 @@ def main() -> None:
         leave(data_parallel)
     name = f"{scenario}-rank{data_parallel.rank}-of-{data_parallel.world_size}.pt"
     torch.save(result, directory / name)
+    exit_rank(0)
 
 
 if __name__ == "__main__":

@@ -314,6 +314,28 @@ def test_a_world_of_one_meets_no_one():
     assert alone.from_main("x", lambda: "value") == "value"
 
 
+EXIT_SCRIPT = """
+import atexit, sys
+from pathgrad.distributed import context
+atexit.register(lambda: print("teardown", flush=True))
+context._LEFT_A_GROUP = sys.argv[1] == "left"
+print("output written", end="")  # not flushed yet
+context.exit_rank(5)
+print(" and returned", end="")
+sys.exit(3)
+"""
+
+
+def test_a_rank_that_left_its_group_exits_without_teardown_and_keeps_its_output(tmp_path):
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT)
+    run = [sys.executable, str(script)]
+    left = subprocess.run([*run, "left"], capture_output=True, text=True, env=ENV)
+    assert (left.returncode, left.stdout) == (5, "output written")  # no atexit teardown
+    alone = subprocess.run([*run, "alone"], capture_output=True, text=True, env=ENV)
+    assert (alone.returncode, alone.stdout) == (3, "output written and returned" + "teardown\n")
+
+
 def test_nproc_below_one_is_a_usage_error(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "pathgrad", "train", "--nproc", "0"],

@@ -3,6 +3,9 @@
 import sys
 
 from pathgrad.cli import main
+from pathgrad.distributed import exit_rank
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    exit_rank(code)  # a torchrun rank ends here
+    sys.exit(code)

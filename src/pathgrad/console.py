@@ -16,7 +16,11 @@ def main() -> int:
 
     with signals_exit():
         from pathgrad.cli import main as run
-    return run()
+    code = run()
+    from pathgrad.distributed import exit_rank
+
+    exit_rank(code)  # a rank of ``torchrun --no-python pathgrad ...`` ends here
+    return code
 
 
 if __name__ == "__main__":

@@ -7,12 +7,13 @@ end of every update, and rank 0 alone evaluates, logs and writes checkpoints
 (which hold every rank's env and random state). See ``docs/distributed.md``.
 """
 
-from pathgrad.distributed.context import join, leave, rank_seed, torchrun_world_size
+from pathgrad.distributed.context import exit_rank, join, leave, rank_seed, torchrun_world_size
 from pathgrad.distributed.sync import DataParallel, DistributedError
 
 __all__ = [
     "DataParallel",
     "DistributedError",
+    "exit_rank",
     "join",
     "leave",
     "rank_seed",

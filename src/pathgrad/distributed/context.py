@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import logging
 import os
+import sys
 
 import torch
 
 from pathgrad.distributed.sync import DataParallel, DistributedError
 
-__all__ = ["join", "leave", "rank_seed", "torchrun_world_size"]
+__all__ = ["exit_rank", "join", "leave", "rank_seed", "torchrun_world_size"]
 
 # Seeds of ranks 1, 2, ... are spaced far apart so that neither the seed + 1 of
 # the evaluation env nor a neighbouring run's seed lands on another rank's.
@@ -86,3 +88,28 @@ def leave(data_parallel: DataParallel) -> None:
             data_parallel.barrier("the shutdown")
     if dist.is_initialized():
         dist.destroy_process_group()
+    global _LEFT_A_GROUP
+    _LEFT_A_GROUP = True
+
+
+_LEFT_A_GROUP = False  # this process was a rank of a process group and has left it
+
+
+def exit_rank(code: int) -> None:
+    """After leaving a process group, end the process with ``code`` without teardown.
+
+    torch 2.13's optimizers keep references to the default process group that
+    ``destroy_process_group`` does not release, so gloo's threads outlive it and
+    the interpreter's teardown destroys them late: the process then aborts
+    (SIGABRT, "terminate called without an active exception") in about one
+    exit of thirty, after its work is done. A rank that left a group flushes
+    its output and logs and exits at once (``os._exit``); for any other
+    process this returns, to exit normally.
+    """
+    if not _LEFT_A_GROUP:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
