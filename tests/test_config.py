@@ -26,6 +26,21 @@ def test_an_override_without_a_file_merges_into_the_default_task():
     }
 
 
+def test_an_override_with_a_mapping_value_replaces_the_mapping_at_its_key():
+    # the default schedule's kwargs (end_factor) would be unknown to 'constant' if merged
+    config = load_config(None, ["algorithm.cfg.lr_scheduler={name: constant}"])
+    assert config.algorithm.cfg["lr_scheduler"] == {"name": "constant"}
+    with pytest.raises(ConfigError, match="end_factor"):  # a scalar override still merges
+        load_config(None, ["algorithm.cfg.lr_scheduler.name=constant"])
+    later = load_config(  # replaced, then changed one value at a time again
+        None, ["algorithm.cfg.optimizer={name: sgd}", "algorithm.cfg.optimizer.learning_rate=0.1"]
+    )
+    assert later.algorithm.cfg["optimizer"] == {"name": "sgd", "learning_rate": 0.1}
+    assert later.algorithm.cfg["gamma"] == load_config(None).algorithm.cfg["gamma"]
+    fresh = load_config(None, ["env.cfg={obstacles: []}"])  # a new key takes the mapping too
+    assert fresh.env.cfg == {"obstacles": []}
+
+
 def test_overrides_merge_into_a_file_exactly_as_into_the_default_task(tmp_path):
     path = tmp_path / "task.yaml"
     path.write_text((ROOT / "configs" / "point_mass.yaml").read_text())

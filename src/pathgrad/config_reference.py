@@ -38,7 +38,10 @@ PointMass) and applies dotted overrides such as
   algorithm.cfg.gamma=0.95` keeps the default task's learning rate and
   schedule. A section value that a file gives (such as `algorithm.cfg`) is
   taken whole; keys it leaves out get the defaults of the algorithm's config
-  class (below).
+  class (below). An override whose value is a mapping replaces the mapping
+  at its key: `algorithm.cfg.lr_scheduler={name: constant}` drops the
+  default schedule's `kwargs`, where `algorithm.cfg.lr_scheduler.name=constant`
+  would keep them.
 - Values of overrides are parsed as YAML (`null`, `true`, `[64, 64]`,
   `1e-3`); `${env.name}`-style interpolations are resolved.
 - Setting one budget (`trainer.total_updates` or `trainer.total_timesteps`)

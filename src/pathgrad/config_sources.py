@@ -85,7 +85,11 @@ def merge_layers(
             document[section] = {**values, **given}
     merged: DictConfig = OmegaConf.create(document)
     for override in overrides:
-        layer = _clearing_the_other_budget(_parse_override(override))
+        parsed = _parse_override(override)
+        if _mapping_value(override, parsed):  # set means set: the old mapping's keys go
+            key = override.partition("=")[0].strip()
+            OmegaConf.update(merged, key, {}, merge=False, force_add=True)
+        layer = _clearing_the_other_budget(parsed)
         merged = OmegaConf.merge(merged, OmegaConf.create(layer))
     try:
         result = OmegaConf.to_container(merged, resolve=True)
@@ -116,6 +120,16 @@ def _parse_override(override: str) -> dict[str, Any]:
         raise ConfigError(
             f"{key}: cannot parse the value '{text}' of the override: {_first_line(error)}"
         ) from error
+
+
+def _mapping_value(override: str, layer: dict[str, Any]) -> bool:
+    """Whether the one-override ``layer`` sets its dotted key to a mapping."""
+    value: Any = layer
+    for key in override.partition("=")[0].strip().split("."):
+        if not isinstance(value, dict) or key not in value:
+            return False
+        value = value[key]
+    return isinstance(value, dict)
 
 
 def _first_line(error: Exception) -> str:
