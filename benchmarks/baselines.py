@@ -14,9 +14,10 @@ gSDE (sample frequency 4); SAC with lr 1e-3, otherwise defaults (one env).
 
 Run: ``python benchmarks/baselines.py [--tasks ...] [--methods apg shac sapo ahac ppo sac]
 [--seeds 0 1 2] [--jobs 2] [--targets TASK=RETURN ...] [--set KEY=VALUE ... --label TEXT]
-[--ppo-steps N] [--sac-steps N] [--quick]``. ``--set`` adds config overrides to every
-first-order run (e.g. fewer envs for sample efficiency) and ``--label`` names that
-variant in the table; ``--ppo-steps`` / ``--sac-steps`` replace the tasks' budgets.
+[--ppo-steps N] [--sac-steps N] [--baseline-eval-steps N] [--quick]``. ``--set`` adds
+config overrides to every first-order run (e.g. fewer envs for sample efficiency) and
+``--label`` names that variant in the table; ``--ppo-steps`` / ``--sac-steps`` replace the
+tasks' budgets and ``--baseline-eval-steps`` their evaluation interval.
 """
 
 from __future__ import annotations
@@ -208,6 +209,7 @@ def run_job(job: tuple) -> dict:
     task, method, seed, quick, settings, label, budgets = job
     ppo_steps, sac_steps, every = TASKS[task]["budgets"]
     ppo_steps, sac_steps = budgets.get("ppo", ppo_steps), budgets.get("sac", sac_steps)
+    every = budgets.get("baseline_eval", every)
     if quick:
         ppo_steps, sac_steps, every = 4096, 300, 2048 if method == "ppo" else 150
     start = time.time()
@@ -330,6 +332,10 @@ def main() -> None:
     parser.add_argument("--label", default="", help="appended to first-order method names")
     parser.add_argument("--ppo-steps", type=int, help="PPO's env-step budget (default: per task)")
     parser.add_argument("--sac-steps", type=int, help="SAC's env-step budget (default: per task)")
+    parser.add_argument(
+        "--baseline-eval-steps", type=int, metavar="STEPS",
+        help="env steps between PPO/SAC evaluations (default: per task)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.label and not args.label.startswith(" "):
         args.label = f" ({args.label})"
@@ -342,11 +348,12 @@ def main() -> None:
     if args.quick:
         args.tasks, args.seeds = ["Pendulum"], [0]
     budgets = {}
-    for name in ("ppo", "sac"):
+    for name in ("ppo", "sac", "baseline_eval"):
         steps = getattr(args, f"{name}_steps")
         if steps is not None:
             if steps <= 0:
-                parser.error(f"--{name}-steps must be positive, got {steps}")
+                option = name.replace("_", "-")
+                parser.error(f"--{option}-steps must be positive, got {steps}")
             budgets[name] = steps
     jobs = [
         (task, method, seed, args.quick, args.settings, args.label, budgets)

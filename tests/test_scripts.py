@@ -155,6 +155,16 @@ def test_baselines_benchmark_quick_mode_covers_every_method(tmp_path):
             assert 0 < run["curve"][-1][0] <= 2 * 8 * 64, run["method"]
 
 
+@pytest.mark.parametrize("option", ["--ppo-steps", "--sac-steps", "--baseline-eval-steps"])
+def test_baselines_benchmark_rejects_a_non_positive_budget_naming_the_option(tmp_path, option):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "baselines.py"), option, "0"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and f"{option} must be positive, got 0" in result.stderr
+    assert not (tmp_path / "baseline_results").exists()
+
+
 def test_baselines_summary_counts_a_seed_that_never_reached_the_mark_as_the_slowest():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
