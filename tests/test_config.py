@@ -41,6 +41,12 @@ def test_an_override_with_a_mapping_value_replaces_the_mapping_at_its_key():
     assert fresh.env.cfg == {"obstacles": []}
 
 
+@pytest.mark.parametrize("override", ["policy.hidden_sizes.x=1", "policy.hidden_sizes.x={a: 1}"])
+def test_an_override_under_a_list_is_a_config_error_naming_the_key(override):
+    with pytest.raises(ConfigError, match=r"^policy\.hidden_sizes\.x: cannot apply the override"):
+        load_config(None, [override])
+
+
 def test_overrides_merge_into_a_file_exactly_as_into_the_default_task(tmp_path):
     path = tmp_path / "task.yaml"
     path.write_text((ROOT / "configs" / "point_mass.yaml").read_text())

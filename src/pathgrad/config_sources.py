@@ -85,12 +85,7 @@ def merge_layers(
             document[section] = {**values, **given}
     merged: DictConfig = OmegaConf.create(document)
     for override in overrides:
-        parsed = _parse_override(override)
-        if _mapping_value(override, parsed):  # set means set: the old mapping's keys go
-            key = override.partition("=")[0].strip()
-            OmegaConf.update(merged, key, {}, merge=False, force_add=True)
-        layer = _clearing_the_other_budget(parsed)
-        merged = OmegaConf.merge(merged, OmegaConf.create(layer))
+        merged = _apply_override(merged, override)
     try:
         result = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as error:
@@ -122,10 +117,26 @@ def _parse_override(override: str) -> dict[str, Any]:
         ) from error
 
 
-def _mapping_value(override: str, layer: dict[str, Any]) -> bool:
-    """Whether the one-override ``layer`` sets its dotted key to a mapping."""
+def _apply_override(merged: DictConfig, override: str) -> DictConfig:
+    """``merged`` with one ``key=value`` override applied (see ``merge_layers``)."""
+    parsed = _parse_override(override)
+    key = override.partition("=")[0].strip()
+    try:
+        if _mapping_value(key, parsed):  # set means set: the old mapping's keys go
+            OmegaConf.update(merged, key, {}, merge=False, force_add=True)
+        layer = _clearing_the_other_budget(parsed)
+        return OmegaConf.merge(merged, OmegaConf.create(layer))  # type: ignore[return-value]
+    except (OmegaConfBaseException, TypeError, ValueError) as error:  # e.g. a key under a list
+        raise ConfigError(
+            f"{key}: cannot apply the override '{override}' (each part of the key but the"
+            f" last must name a mapping): {_first_line(error)}"
+        ) from error
+
+
+def _mapping_value(dotted_key: str, layer: dict[str, Any]) -> bool:
+    """Whether the one-override ``layer`` sets ``dotted_key`` to a mapping."""
     value: Any = layer
-    for key in override.partition("=")[0].strip().split("."):
+    for key in dotted_key.split("."):
         if not isinstance(value, dict) or key not in value:
             return False
         value = value[key]
