@@ -313,10 +313,28 @@ def plot(results: list[dict], out: Path) -> None:
         plt.close(figure)
 
 
+def check_settings(
+    parser: argparse.ArgumentParser, tasks: list[str], methods: list[str], settings: list[str]
+) -> None:
+    """Stop with the config error before any run starts if ``--set`` breaks a config."""
+    from pathgrad.config import ConfigError, load_config
+
+    for task in tasks:
+        for method in methods:
+            config, overrides = TASKS[task]["configs"].get(method, (None, []))
+            if config is None:
+                continue
+            try:
+                load_config(ROOT / "configs" / config, [*overrides, *settings])
+            except ConfigError as error:
+                parser.error(f"--set with {task} {method}: {error}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
-    parser.add_argument("--methods", nargs="+", default=[*FIRST_ORDER, "ppo", "sac"])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    methods = [*FIRST_ORDER, "ppo", "sac"]
+    parser.add_argument("--methods", nargs="+", default=methods, choices=methods)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("baseline_results"))
@@ -355,6 +373,7 @@ def main() -> None:
                 option = name.replace("_", "-")
                 parser.error(f"--{option}-steps must be positive, got {steps}")
             budgets[name] = steps
+    check_settings(parser, args.tasks, args.methods, args.settings)
     jobs = [
         (task, method, seed, args.quick, args.settings, args.label, budgets)
         for task in args.tasks

@@ -155,13 +155,21 @@ def test_baselines_benchmark_quick_mode_covers_every_method(tmp_path):
             assert 0 < run["curve"][-1][0] <= 2 * 8 * 64, run["method"]
 
 
-@pytest.mark.parametrize("option", ["--ppo-steps", "--sac-steps", "--baseline-eval-steps"])
-def test_baselines_benchmark_rejects_a_non_positive_budget_naming_the_option(tmp_path, option):
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        *[([option, "0"], f"{option} must be positive, got 0")
+          for option in ("--ppo-steps", "--sac-steps", "--baseline-eval-steps")],
+        (["--tasks", "Pendulum", "--set", "env.num_envs=0"], "--set with Pendulum apg: env."),
+        (["--tasks", "Pendulum", "--methods", "trpo"], "argument --methods: invalid choice"),
+    ],
+)  # fmt: skip
+def test_baselines_benchmark_rejects_bad_arguments_before_any_run(tmp_path, arguments, message):
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "baselines.py"), option, "0"],
+        [sys.executable, str(ROOT / "benchmarks" / "baselines.py"), *arguments],
         cwd=tmp_path, capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert result.returncode == 2 and f"{option} must be positive, got 0" in result.stderr
+    assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "baseline_results").exists()
 
 
