@@ -37,9 +37,12 @@ class TerminatingScalarEnv(ScalarEnv):
         return obs, reward, truncated, torch.zeros_like(truncated), info
 
 
-def identity_critic_shac(policy, gamma: float) -> SHAC:
+def identity_critic_shac(policy, gamma: float, **fields) -> SHAC:
     cfg = SHACCfg(
-        gamma=gamma, critic_hidden_sizes=[], optimizer={"name": "sgd", "learning_rate": 0.1}
+        gamma=gamma,
+        critic_hidden_sizes=[],
+        optimizer={"name": "sgd", "learning_rate": 0.1},
+        **fields,
     )
     shac = SHAC(cfg, policy, observation_dim=1)
     with torch.no_grad():  # V(x) = x
@@ -79,6 +82,34 @@ def test_bootstrap_gradient_flows_through_the_state_not_the_critic_weights():
     shac.cancel_update()
 
 
+def test_critic_warmup_leaves_out_the_bootstrap_for_its_updates_and_resumes():
+    policy = LinearPolicy(0.5)
+    shac = identity_critic_shac(policy, 0.9, critic_warmup_updates=2)
+    gradients = []
+    for _ in range(3):
+        with torch.no_grad():  # the same actor and V(x) = x before every update
+            policy.w.fill_(0.5)
+            shac.target_critic[0].weight.fill_(1.0)
+            shac.target_critic[0].bias.zero_()
+        rollout = DifferentiableCollector(ScalarEnv([1.0]), policy, "cpu").collect(1)
+        shac.begin_update()
+        shac.accumulate_segment(rollout)
+        gradients.append(policy.w.grad.item())
+        shac.finish_update()
+    # objective r0 = -x1^2 (+ gamma V(x1) after the warm-up), x1 = (1 + w) x0
+    assert gradients == pytest.approx([2 * 1.5, 2 * 1.5, -(-2 * 1.5 + 0.9)])
+    assert shac.critic_updates == 3
+    state = shac.state_dict()
+    restored = identity_critic_shac(LinearPolicy(0.5), 0.9, critic_warmup_updates=2)
+    restored.load_state_dict(state)
+    assert restored.critic_updates == 3
+    del state["critic_updates"]  # a checkpoint from before the option: one per schedule step
+    restored.load_state_dict(state)
+    assert restored.critic_updates == state["critic_schedule"]["step_count"] == 3
+    with pytest.raises(ValueError, match="algorithm.critic_updates must be a non-negative"):
+        restored.validate_state_dict({**shac.state_dict(), "critic_updates": -1})
+
+
 def test_critic_learns_and_the_target_follows_it(tmp_path):
     trainer = build_point_mass_trainer(tmp_path, algorithm="shac", eval_frequency_steps=0)
     before = [p.clone() for p in trainer.algorithm.target_critic.parameters()]
@@ -103,6 +134,7 @@ def test_shac_needs_segmented_rollouts_and_validates_its_config():
         ({"critic_epochs": 0}, "critic_epochs and critic_minibatches must be positive"),
         ({"target_critic_alpha": 1.0}, "target_critic_alpha must be in"),
         ({"reward_scale": 0.0}, "reward_scale must be positive"),
+        ({"critic_warmup_updates": -1}, "critic_warmup_updates must be >= 0"),
         ({"critic_activation": "swish"}, "critic_activation must be one of"),
         ({"critic_optimizer": {"name": "nadam"}}, "optimizer.name must be one of"),
     ]:
@@ -117,11 +149,18 @@ def test_an_apg_checkpoint_does_not_load_into_shac(tmp_path):
         shac_trainer.load_checkpoint(path)
 
 
-def test_actor_gradient_matches_finite_differences_across_a_truncation():
+@pytest.mark.parametrize("warmup", [0, 1])  # with the bootstrap, and without it (warm-up)
+def test_actor_gradient_matches_finite_differences_across_a_truncation(warmup):
     from helpers import float64_windows, window_gradient_error
 
     policy, normalizer, rollout = float64_windows()
-    cfg = SHACCfg(gamma=0.9, critic_hidden_sizes=[8], critic_activation="tanh", reward_scale=0.5)
+    cfg = SHACCfg(
+        gamma=0.9,
+        critic_hidden_sizes=[8],
+        critic_activation="tanh",
+        reward_scale=0.5,
+        critic_warmup_updates=warmup,
+    )
     shac = SHAC(cfg, policy, observation_dim=6)
     shac.observation_transform = normalizer.normalize
     assert window_gradient_error(shac, lambda: rollout(5)) < 1e-6

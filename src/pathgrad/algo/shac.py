@@ -84,6 +84,10 @@ class SHACCfg(APGCfg):
         critic_max_grad_norm: Gradient-norm clip of each critic step.
         target_critic_alpha: Polyak factor: ``target = alpha target + (1 - alpha) critic``.
         reward_scale: Rewards are multiplied by it for actor and critic.
+        critic_warmup_updates: Updates whose actor objective leaves out the critic's
+            bootstrap (the plain window return, as APG's) while the critic trains;
+            an untrained critic's value gradient can send a few-env run far off
+            at the start.
     """
 
     lam: float = 0.95
@@ -96,6 +100,7 @@ class SHACCfg(APGCfg):
     critic_max_grad_norm: float = 1.0
     target_critic_alpha: float = 0.2
     reward_scale: float = 1.0
+    critic_warmup_updates: int = 0
 
     def validate(self) -> None:
         """Check the critic fields and APG's."""
@@ -115,6 +120,10 @@ class SHACCfg(APGCfg):
             raise ValueError("target_critic_alpha must be in [0, 1).")
         if not self.reward_scale > 0.0:
             raise ValueError("reward_scale must be positive.")
+        if self.critic_warmup_updates < 0:
+            raise ValueError(
+                f"critic_warmup_updates must be >= 0, got {self.critic_warmup_updates}."
+            )
 
 
 class SHAC(APG):
@@ -148,6 +157,7 @@ class SHAC(APG):
         self.critic_schedule = LearningRateSchedule(cfg.lr_scheduler, base_rates)
         self.critic_schedule.apply(self.critic_optimizer)
         self._windows: list[dict[str, torch.Tensor]] = []
+        self.critic_updates = 0  # critic trainings so far (ends the warm-up)
 
     def _make_critic(self, observation_dim: int) -> nn.Module:
         """The critic network: an MLP from the (normalized) observation to one value."""
@@ -189,6 +199,8 @@ class SHAC(APG):
         last = torch.zeros_like(dones)
         last[-1] = True
         bootstrap = (dones | last) & ~terminated
+        if self.critic_updates < self.cfg.critic_warmup_updates:
+            bootstrap = torch.zeros_like(bootstrap)
         values = self._values(self.target_critic, final_observations)
         bootstrapped = torch.where(bootstrap, values, torch.zeros_like(values))
         per_env = (discounts * (rewards + self.cfg.gamma * bootstrapped)).sum(dim=0)
@@ -236,6 +248,7 @@ class SHAC(APG):
         if metrics["skipped_update"] == 0.0:
             metrics.update(self._train_critic())
             self.critic_schedule.step(self.critic_optimizer)
+            self.critic_updates += 1
         self._windows = []
         return metrics
 
@@ -293,7 +306,7 @@ class SHAC(APG):
             ):
                 target.mul_(alpha).add_(source, alpha=1.0 - alpha)
             residual = targets - self.critic(inputs).squeeze(-1)
-            variance = targets.var()
+            variance = targets.var() if count > 1 else torch.zeros_like(targets[0])
             explained = 1.0 - residual.var() / variance if variance > 0 else torch.nan
         last_epoch = losses[-max(1, count // batch) :]
         return {
@@ -310,6 +323,7 @@ class SHAC(APG):
             "target_critic": self.target_critic.state_dict(),
             "critic_optimizer": self.critic_optimizer.state_dict(),
             "critic_schedule": self.critic_schedule.state_dict(),
+            "critic_updates": self.critic_updates,
         }
 
     def validate_state_dict(self, state: dict[str, Any]) -> None:
@@ -319,6 +333,11 @@ class SHAC(APG):
             if key not in state:
                 raise ValueError(f"Checkpoint entry 'algorithm' has no '{key}' (not a SHAC state).")
         check_state_shapes("algorithm.critic", state["critic"], self.critic.state_dict())
+        updates = state.get("critic_updates", 0)
+        if isinstance(updates, bool) or not isinstance(updates, int) or updates < 0:
+            raise ValueError(
+                f"algorithm.critic_updates must be a non-negative integer, got {updates!r}."
+            )
         check_optimizer_groups(
             "algorithm.critic_optimizer", state["critic_optimizer"], self.critic_optimizer
         )
@@ -329,6 +348,9 @@ class SHAC(APG):
         self.critic.load_state_dict(state["critic"])
         self.target_critic.load_state_dict(state["target_critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        # checkpoints before the warm-up option: the critic trained once per schedule step
+        saved_updates = state.get("critic_updates", state["critic_schedule"]["step_count"])
+        self.critic_updates = int(saved_updates)
         if resume_scheduler == "restore":
             self.critic_schedule.load_state_dict(state["critic_schedule"])
         else:
