@@ -157,7 +157,7 @@ class SHAC(APG):
         self.critic_schedule = LearningRateSchedule(cfg.lr_scheduler, base_rates)
         self.critic_schedule.apply(self.critic_optimizer)
         self._windows: list[dict[str, torch.Tensor]] = []
-        self.critic_updates = 0  # critic trainings so far (ends the warm-up)
+        self.critic_updates = 0  # updates with a critic step so far (ends the warm-up)
 
     def _make_critic(self, observation_dim: int) -> nn.Module:
         """The critic network: an MLP from the (normalized) observation to one value."""
