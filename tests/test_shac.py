@@ -110,6 +110,34 @@ def test_critic_warmup_leaves_out_the_bootstrap_for_its_updates_and_resumes():
         restored.validate_state_dict({**shac.state_dict(), "critic_updates": -1})
 
 
+def test_resume_inside_the_critic_warmup_equals_uninterrupted_training(tmp_path):
+    from helpers import learning_state
+
+    def trainer(name: str, seed: int = 0):
+        cfg = SHACCfg(
+            optimizer={"name": "adam", "learning_rate": 1e-2},
+            lr_scheduler={"name": "linear", "kwargs": {"total_iters": 40, "end_factor": 0.5}},
+            critic_warmup_updates=4,
+        )
+        return build_point_mass_trainer(
+            tmp_path / name, seed=seed, algorithm="shac", algorithm_cfg=cfg, eval_frequency_steps=0
+        )
+
+    straight = trainer("a")
+    straight.train(total_updates=6)
+    first = trainer("b")
+    first.train(total_updates=2)  # the checkpoint falls inside the 4-update warm-up
+    path = first.save_checkpoint()
+    resumed = trainer("c", seed=5)
+    resumed.load_checkpoint(path)
+    assert resumed.algorithm.critic_updates == 2
+    resumed.train(total_updates=6)
+    expected = learning_state(straight)
+    for name, value in learning_state(resumed).items():
+        assert torch.equal(value, expected[name]), name
+    assert resumed.algorithm.critic_updates == straight.algorithm.critic_updates == 6
+
+
 def test_critic_learns_and_the_target_follows_it(tmp_path):
     trainer = build_point_mass_trainer(tmp_path, algorithm="shac", eval_frequency_steps=0)
     before = [p.clone() for p in trainer.algorithm.target_critic.parameters()]
