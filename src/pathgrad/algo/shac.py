@@ -199,10 +199,11 @@ class SHAC(APG):
         last = torch.zeros_like(dones)
         last[-1] = True
         bootstrap = (dones | last) & ~terminated
-        if self.critic_updates < self.cfg.critic_warmup_updates:
-            bootstrap = torch.zeros_like(bootstrap)
-        values = self._values(self.target_critic, final_observations)
-        bootstrapped = torch.where(bootstrap, values, torch.zeros_like(values))
+        if self.critic_updates < self.cfg.critic_warmup_updates:  # the window return alone
+            bootstrapped = torch.zeros_like(rewards)
+        else:
+            values = self._values(self.target_critic, final_observations)
+            bootstrapped = torch.where(bootstrap, values, torch.zeros_like(values))
         per_env = (discounts * (rewards + self.cfg.gamma * bootstrapped)).sum(dim=0)
         objective = per_env.mean() / steps
         entropies = self._entropies(rollout)
