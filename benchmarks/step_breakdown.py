@@ -63,8 +63,14 @@ def main() -> None:
     forward = totals.pop("forward total (collector)")
     inside = sum(totals[label] for label in totals if label.startswith(("policy", "env")))
     totals["collector: per-step glue (transition record, hooks, callbacks)"] = forward - inside
-    totals["other (trainer loop, detach, normalizer, episode flush)"] = elapsed - forward - sum(
-        value for label, value in totals.items() if not label.startswith(("policy", "env", "coll"))
+    totals["other (trainer loop, detach, normalizer, episode flush)"] = (
+        elapsed
+        - forward
+        - sum(
+            value
+            for label, value in totals.items()
+            if not label.startswith(("policy", "env", "coll"))
+        )
     )
     print(
         f"Pendulum, {args.num_envs} envs, {window}-step windows, "

@@ -227,6 +227,4 @@ def test_wide_starts_and_energy_shaping_for_training():
     expected = plain._reward(state, action, following) + 0.9 * potential(following)
     expected = expected - potential(state)
     assert torch.allclose(shaped._reward(state, action, following), expected, atol=1e-12)
-    assert check_env_gradients(
-        CartPoleSwingUp(3, dtype="float64", seed=0, energy_shaping=5.0), 5
-    )
+    assert check_env_gradients(CartPoleSwingUp(3, dtype="float64", seed=0, energy_shaping=5.0), 5)

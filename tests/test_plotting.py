@@ -16,8 +16,15 @@ def write_run(folder: Path, *, evaluations: bool, seed: int = 0, env: str = "Pen
     lines = []
     for update in range(1, 41):
         step = update * 64 * 32
-        lines.append({"kind": "train", "global_step": step, "num_updates": update,
-                      "time": update * 0.5, "charts/episode_reward_avg_100": -100.0 + update})
+        lines.append(
+            {
+                "kind": "train",
+                "global_step": step,
+                "num_updates": update,
+                "time": update * 0.5,
+                "charts/episode_reward_avg_100": -100.0 + update,
+            }
+        )
         if evaluations and update % 10 == 0:
             lines.append({"kind": "eval", "global_step": step, "time": update * 0.5,
                           "eval/avg_reward": -50.0 + update,
