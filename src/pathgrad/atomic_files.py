@@ -31,15 +31,19 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
 
     Raises:
         IsADirectoryError: If ``path`` is an existing directory.
-        OSError: If the folder cannot be created or written; nothing is left behind.
+        OSError: If the folder cannot be created or written (a full disk, say),
+            naming ``path``; nothing is left behind.
     """
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"'{path}' is a directory, not a file name.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f"{_TEMPORARY_PREFIX}{path.name}.", suffix=_TEMPORARY_SUFFIX, dir=path.parent
-    )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f"{_TEMPORARY_PREFIX}{path.name}.", suffix=_TEMPORARY_SUFFIX, dir=path.parent
+        )
+    except OSError as error:
+        raise _naming(error, path) from error
     try:
         with os.fdopen(descriptor, "wb") as handle:
             os.fchmod(handle.fileno(), _file_mode(path))
@@ -47,12 +51,21 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise _naming(error, path) from error
         raise
     _fsync_directory(path.parent)
     return path
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """``error`` naming the file being written (a failed write names none, or a temporary)."""
+    if error.errno is None:
+        return error
+    return type(error)(error.errno, error.strerror, str(path))
 
 
 def remove_stale_temporaries(directory: str | Path) -> list[Path]:

@@ -10,7 +10,10 @@ migrated on read.
 
 from __future__ import annotations
 
+import io
+import pickle
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,7 +85,21 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if path.stat().st_size == 0:
         raise ValueError(f"'{path}' is empty, not a pathgrad checkpoint.")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's warnings about foreign pickles: ours says it
+            warnings.simplefilter("ignore")
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        # torch's message advises weights_only=False, which would run the file's code: not ours
+        if "Unsupported global" in str(error):
+            raise ValueError(
+                f"'{path}' is not a pathgrad checkpoint: it holds Python objects beyond "
+                "tensors, numbers, strings, lists and dicts (classes or code, which pathgrad "
+                "never loads)."
+            ) from error
+        raise ValueError(
+            f"'{path}' is not a readable pathgrad checkpoint (truncated, corrupted or foreign "
+            "file): not a file of tensors that torch.load reads safely."
+        ) from error
     except Exception as error:  # noqa: BLE001 - any unreadable file gets one message
         detail = (str(error).strip().splitlines() or [""])[0]
         raise ValueError(
@@ -155,7 +172,12 @@ def _save(
         "eval_env": _optional_state(trainer.eval_env) if trainer.eval_env is not None else None,
         **extra,
     }
-    atomic_write(path, lambda handle: torch.save(checkpoint, handle))
+    # Serialized in memory first: torch's zip writer turns a full disk into a RuntimeError
+    # of its own, while a plain write raises OSError (ENOSPC) naming the cause.
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    payload = buffer.getbuffer()
+    atomic_write(path, lambda handle: handle.write(payload))
     trainer.latest_checkpoint_path = str(path)
     record_in_index(path, index_entry(checkpoint))
     return str(path)

@@ -24,6 +24,7 @@ __all__ = [
     "read_index",
     "rebuild_index",
     "record_in_index",
+    "write_index",
 ]
 
 INDEX_FILENAME = "index.json"
@@ -157,9 +158,8 @@ def rebuild_index(directory: str | Path) -> list[dict[str, Any]]:
 def _rebuild_entries(directory: Path, *, set_aside: bool) -> list[dict[str, Any]]:
     from pathgrad.checkpoint import read_checkpoint  # the file format lives there
 
-    index_path = directory / INDEX_FILENAME
-    if set_aside and index_path.is_file():
-        index_path.replace(index_path.with_name(f"{INDEX_FILENAME}.corrupt-{int(time.time())}"))
+    if set_aside:
+        _set_aside(directory)
     entries = []
     for candidate in sorted(directory.glob("*.pt")):
         try:
@@ -169,6 +169,23 @@ def _rebuild_entries(directory: Path, *, set_aside: bool) -> list[dict[str, Any]
         entries.append({"file": candidate.name, **index_entry(checkpoint)})
     entries.sort(key=lambda item: (item["num_updates"], item["time"]))
     return entries
+
+
+def write_index(
+    directory: str | Path, entries: list[dict[str, Any]], *, set_aside: bool = False
+) -> None:
+    """Rewrite ``directory/index.json`` with ``entries`` (the old one kept aside if asked)."""
+    directory = Path(directory)
+    if set_aside:
+        _set_aside(directory)
+    _write_index(directory, entries)
+
+
+def _set_aside(directory: Path) -> None:
+    """Keep an existing index as ``index.json.corrupt-<time>``."""
+    index_path = directory / INDEX_FILENAME
+    if index_path.is_file():
+        index_path.replace(index_path.with_name(f"{INDEX_FILENAME}.corrupt-{int(time.time())}"))
 
 
 def _write_index(directory: Path, entries: list[dict[str, Any]]) -> None:

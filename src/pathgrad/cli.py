@@ -10,6 +10,7 @@ others.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +19,7 @@ from pathgrad.commands import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     EXIT_USAGE,
+    RunFailed,
     Terminated,
     UsageError,
     signals_exit,
@@ -32,6 +34,8 @@ from pathgrad.commands.rendering import command_render
 from pathgrad.commands.training import command_resume, command_train
 from pathgrad.config import ConfigError
 from pathgrad.distributed import DistributedError
+from pathgrad.distributed.launch import LAUNCHED_VARIABLE
+from pathgrad.parent_watch import watch_parent
 from pathgrad.run import RunDirectoryError
 
 __all__ = ["main"]
@@ -65,6 +69,14 @@ def _parser() -> argparse.ArgumentParser:
         help="one run per value (repeatable: every combination, times the seeds)",
     )
     train.add_argument("--jobs", type=int, default=1, help="sweep runs at a time (processes)")
+    train.add_argument(
+        "--run-dir", metavar="DIR", help="create the run in DIR (new or empty) instead of runs/"
+    )
+    train.add_argument(
+        "--sweep-dir",
+        metavar="DIR",
+        help="the sweep's folder; an existing one gets only the runs it is missing",
+    )
     train.set_defaults(handler=command_train)
 
     resume = commands.add_parser("resume", help="continue a run from its latest checkpoint")
@@ -154,12 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "train":
                 args.overrides = [*args.overrides, *extra]
             args.argv = list(sys.argv[1:] if argv is None else argv)
+            watch_parent()  # a sweep's run or a launcher's rank ends with its supervisor
             return args.handler(args)
     except ConfigError as error:
-        print(f"pathgrad: config error: {error}", file=sys.stderr)
+        _report(f"pathgrad: config error: {error}")
         return EXIT_USAGE
     except (UsageError, RunDirectoryError) as error:
-        print(f"pathgrad: error: {error}", file=sys.stderr)
+        _report(f"pathgrad: error: {error}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("pathgrad: interrupted", file=sys.stderr)
@@ -168,11 +181,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("pathgrad: terminated", file=sys.stderr)
         return EXIT_SIGTERM
     except DistributedError as error:
+        _report(f"pathgrad: error: {error}")
+        return 1
+    except RunFailed as error:
         print(f"pathgrad: error: {error}", file=sys.stderr)
         return 1
     except OSError as error:
         print(f"pathgrad: error: {error}", file=sys.stderr)
         return 1
+
+
+def _report(line: str) -> None:
+    """Print an error line; under ``--nproc``, ranks above 0 leave it to rank 0.
+
+    Every rank meets the same bad input, and a rank that loses contact
+    because another failed only repeats that rank's news; the launcher names
+    a rank killed without a word.
+    """
+    if os.environ.get(LAUNCHED_VARIABLE) and os.environ.get("RANK", "0") != "0":
+        return
+    print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":

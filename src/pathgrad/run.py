@@ -44,6 +44,7 @@ __all__ = [
     "build_env",
     "build_policy",
     "build_run",
+    "create_given_run_dir",
     "create_run_dir",
     "read_metrics",
     "write_config",
@@ -55,6 +56,7 @@ METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 CURVE_FILE = "learning_curve.png"
 LOCK_FILE = ".lock"
+SWEEP_FILE = "sweep.json"  # a sweep folder's record of its runs (pathgrad.commands.sweep)
 
 
 class RunDirectoryError(Exception):
@@ -97,6 +99,27 @@ def create_run_dir(config: RunConfig, now: float | None = None) -> Path:
             f"{error.strerror or error}"
         ) from error
     raise RunDirectoryError(f"logging.runs_dir: no free run directory name for '{base}'.")
+
+
+def create_given_run_dir(path: Path) -> Path:
+    """Create the run directory ``path`` (``train --run-dir``); an empty one is taken.
+
+    Raises:
+        RunDirectoryError: If ``path`` exists and is not empty, or cannot be created.
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if any(path.iterdir()):
+            raise RunDirectoryError(
+                f"--run-dir: '{path}' already holds files; resume it with "
+                f"`pathgrad resume {path}` or choose a new folder."
+            )
+    except OSError as error:
+        raise RunDirectoryError(
+            f"--run-dir: cannot create '{path}': {error.strerror or error}"
+        ) from error
+    return path
 
 
 class RunLock:
@@ -250,15 +273,20 @@ class MetricsLog:
         self.time_offset = 0.0
         self._start = time.time()
 
-    def resume_at(self, num_updates: int, last_eval_step: float | None) -> None:
+    def resume_at(self, num_updates: int, last_eval_step: float | None) -> list[str]:
         """Keep the lines of the work a checkpoint holds; continue the clock.
 
         Training lines up to update ``num_updates`` and evaluation lines up to
         ``last_eval_step`` (the checkpoint's last evaluation) stay; lines written
-        after the checkpoint and a line cut by a crash are dropped, since the
-        resumed run writes them again.
+        after the checkpoint, a line cut by a crash and malformed lines are
+        dropped, since the resumed run writes them again.
+
+        Returns:
+            One warning per malformed line dropped (naming the line).
         """
-        records = _parse_lines(self.path, strict=False) if self.path.is_file() else []
+        records, problems = (
+            _parse_lines(self.path, strict=False) if self.path.is_file() else ([], [])
+        )
         kept = [
             record
             for record in records
@@ -273,6 +301,7 @@ class MetricsLog:
         payload = "".join(json.dumps(record) + "\n" for record in kept).encode()
         atomic_write(self.path, lambda handle: handle.write(payload))
         self._start = time.time()
+        return [f"{problem}; the line is dropped" for problem in problems]
 
     def __call__(self, kind: str, entry: dict[str, float]) -> None:
         """Trainer callback: append one line."""
@@ -288,19 +317,26 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     A last line cut short by a crash is skipped.
 
     Raises:
-        ValueError: If another line is not a JSON object.
+        ValueError: If another line is not a JSON object or has a counter
+            (``num_updates``, ``global_step``, ``time``) that is not a number.
     """
     path = Path(run_dir) / METRICS_FILE
-    return _parse_lines(path, strict=True) if path.is_file() else []
+    return _parse_lines(path, strict=True)[0] if path.is_file() else []
 
 
-def _parse_lines(path: Path, *, strict: bool) -> list[dict[str, Any]]:
-    """JSON objects of ``path``, one per line; bad lines raise (``strict``) or are dropped.
+_NUMBER_FIELDS = ("num_updates", "global_step", "time")
 
-    The last line is always allowed to be cut short: a crash mid-write leaves one.
+
+def _parse_lines(path: Path, *, strict: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    """JSON objects of ``path``, one per line, and a note per malformed line left out.
+
+    A line is malformed when it is not a JSON object or its ``num_updates``,
+    ``global_step`` or ``time`` is not a number. With ``strict`` the first
+    malformed line raises, except a last line cut short (a crash mid-write
+    leaves one), which is always dropped silently.
     """
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    records = []
+    records, problems = [], []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -308,18 +344,38 @@ def _parse_lines(path: Path, *, strict: bool) -> list[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError:
             record = None
-        if isinstance(record, dict):
+        problem = _record_problem(record)
+        if problem is None:
             records.append(record)
-        elif strict and number < len(lines):
-            raise ValueError(f"'{path}' line {number} is not a JSON object.")
-    return records
+            continue
+        if record is None and number == len(lines):
+            continue  # cut short by a crash
+        message = f"'{path}' line {number} {problem}"
+        if strict:
+            raise ValueError(f"{message}.")
+        problems.append(message)
+    return records, problems
 
 
-def write_summary(run_dir: Path, trainer: DifferentiableTrainer, status: str) -> Path:
-    """Write ``summary.json``: status, counters, last metrics and checkpoint paths."""
+def _record_problem(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return "is not a JSON object"
+    for field in _NUMBER_FIELDS:
+        value = record.get(field)
+        if field in record and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"has a {field} that is not a number ({json.dumps(value)[:40]})"
+    return None
+
+
+def write_summary(
+    run_dir: Path, trainer: DifferentiableTrainer, status: str, error: str | None = None
+) -> Path:
+    """Write ``summary.json``: status, counters, last metrics, checkpoint paths, error."""
     summary = trainer.get_summary()
     for key in ("train_history", "eval_history"):
         summary.pop(key)
     summary["status"] = status
+    if error is not None:
+        summary["error"] = error
     payload = json.dumps(json_safe(summary), indent=2, allow_nan=False).encode()
     return atomic_write(run_dir / SUMMARY_FILE, lambda handle: handle.write(payload))

@@ -13,6 +13,7 @@ __all__ = [
     "EXIT_SIGINT",
     "EXIT_SIGTERM",
     "EXIT_USAGE",
+    "RunFailed",
     "Terminated",
     "UsageError",
     "signals_exit",
@@ -25,8 +26,15 @@ EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
 
-class UsageError(Exception):
-    """A problem with the command line or its files: one line, exit status 2."""
+class UsageError(ValueError):
+    """A problem with the command line or its files: one line, exit status 2.
+
+    A :class:`ValueError`, as Python callers of :func:`pathgrad.load` expect of bad input.
+    """
+
+
+class RunFailed(Exception):
+    """Training stopped on a fault it names (a file it cannot write): one line, exit status 1."""
 
 
 class Terminated(BaseException):

@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pathgrad.atomic_files import remove_stale_temporaries
 from pathgrad.budgets import check_budget
-from pathgrad.checkpoint import INDEX_FILENAME, latest_checkpoint, read_index, rebuild_index
 from pathgrad.commands import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
+    RunFailed,
     Terminated,
     UsageError,
     signals_ignored,
     signals_raise,
 )
+from pathgrad.commands.resume_point import ResumePoint, choose_resume_point
 from pathgrad.config import RunConfig, dump_config, load_config
 from pathgrad.config_sources import ConfigError
-from pathgrad.distributed import join, leave, torchrun_world_size
+from pathgrad.distributed import DataParallel, join, leave, torchrun_world_size
 from pathgrad.distributed.launch import launch_ranks
 from pathgrad.progress import ProgressReporter
 from pathgrad.provenance import invocation, record_invocation
@@ -34,16 +38,18 @@ from pathgrad.run import (
     CONFIG_FILE,
     CURVE_FILE,
     METRICS_FILE,
+    SWEEP_FILE,
     MetricsLog,
     RunLock,
     build_run,
+    create_given_run_dir,
     create_run_dir,
     write_config,
     write_summary,
 )
 from pathgrad.scalar_logging import eval_scalars, train_scalars
 
-__all__ = ["EXIT_CODES", "command_resume", "command_train", "start_run"]
+__all__ = ["EXIT_CODES", "check_run_can_start", "command_resume", "command_train", "start_run"]
 
 EXIT_CODES = {
     "completed": 0,
@@ -56,103 +62,168 @@ EXIT_CODES = {
 
 def command_train(args: argparse.Namespace) -> int:
     """``pathgrad train [CONFIG.yaml] [key=value ...]`` (one rank of several under torchrun)."""
-    if _launch_requested(args):
-        return launch_ranks(args.nproc, args.argv)
     config_path = args.config
     overrides = list(args.overrides) + _thread_overrides(args)
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides.insert(0, config_path)  # the first override, not a file
         config_path = None
-    if args.seeds or args.grid:
+    sweep = bool(args.seeds or args.grid)
+    if sweep and getattr(args, "nproc", None) not in (None, 1):
+        raise UsageError("--nproc cannot be combined with --seeds or --grid: sweep runs are "
+                         "single processes (use --jobs to run several at once).")  # fmt: skip
+    if sweep and getattr(args, "run_dir", None) is not None:
+        raise UsageError("--run-dir names one run; a sweep (--seeds/--grid) takes --sweep-dir.")
+    if sweep:
         from pathgrad.commands.sweep import command_sweep
 
         return command_sweep(args, config_path, overrides)
-    config = load_config(config_path, overrides)
+    config = load_config(config_path, overrides)  # bad config: one line, before any rank starts
     if args.print_config:
         print(dump_config(config), end="")
         return 0
+    if _launch_requested(args):
+        return launch_ranks(args.nproc, args.argv)
     entry = _invocation("train", args, overrides)
-    _, _, status = start_run(config, entry, [], quiet=args.quiet)
+    run_dir = getattr(args, "run_dir", None)
+    _, _, status = start_run(
+        config, entry, [], quiet=args.quiet, run_dir=None if run_dir is None else Path(run_dir)
+    )
     return EXIT_CODES[status]
 
 
+def check_run_can_start(config: RunConfig) -> None:
+    """Every check a run makes before its first update, without writing anything.
+
+    Raises:
+        ConfigError: If a component rejects its configuration or the budget
+            does not fit the schedule.
+    """
+    objects = build_run(config, Path("<run directory>"), DataParallel())
+    _check_budget_fits_schedule(config, objects.trainer, ConfigError)
+
+
 def start_run(
-    config: RunConfig, provenance: dict | list[str], callbacks: list, *, quiet: bool
+    config: RunConfig,
+    provenance: dict | list[str],
+    callbacks: list,
+    *,
+    quiet: bool,
+    run_dir: Path | None = None,
 ) -> tuple[Path, Any, str]:
     """Create a run directory and train it; returns it, the trainer and the final status.
 
     ``provenance`` is the ``provenance.json`` entry, or the overrides to make
     one from (the Python API). ``callbacks`` are added to the trainer's.
+    ``run_dir``: the directory to create (``train --run-dir``) instead of a
+    new time-stamped one. A run that fails before its first update leaves no
+    directory behind.
     """
     if isinstance(provenance, list):
         provenance = invocation("train (python)", [], provenance)
         provenance["world_size"] = torchrun_world_size()
-    data_parallel = join(config.env.device, config.trainer.distributed_timeout_seconds)
-    try:
+    with _joined(config) as data_parallel:
         # may fail: nothing is written yet
         objects = build_run(config, Path("<run directory>"), data_parallel)
         trainer = objects.trainer
         _check_budget_fits_schedule(config, trainer, ConfigError)
         trainer.interrupts.close()  # a signal now waits until it can end with a checkpoint
         with signals_raise(trainer.request_interrupt):
-            run_dir = Path(
+            created = Path(
                 data_parallel.from_main(
-                    "the run directory's creation", lambda: str(create_run_dir(config))
+                    "the run directory's creation",
+                    lambda: str(
+                        create_run_dir(config) if run_dir is None else create_given_run_dir(run_dir)
+                    ),
                 )
             )
-            trainer.cfg.checkpoint_dir = str(run_dir / "checkpoints")
-            with _main_rank_lock(data_parallel, run_dir):
-                if data_parallel.is_main:
-                    write_config(run_dir, config)
-                    record_invocation(run_dir, provenance)
-                status = _run_training(
-                    config, run_dir, objects, resume=False, quiet=quiet, callbacks=callbacks
-                )
-                return run_dir, trainer, status
+            trainer.cfg.checkpoint_dir = str(created / "checkpoints")
+            try:
+                with _main_rank_lock(data_parallel, created):
+                    if data_parallel.is_main:
+                        write_config(created, config)
+                        record_invocation(created, provenance)
+                    status = _run_training(
+                        config, created, objects, resume=False, quiet=quiet, callbacks=callbacks
+                    )
+            except BaseException:
+                if data_parallel.is_main and _never_trained(trainer):
+                    shutil.rmtree(created, ignore_errors=True)
+                raise
+            return created, trainer, status
+
+
+def _never_trained(trainer: Any) -> bool:
+    """Whether a run ended before its first update and wrote no checkpoint."""
+    return trainer.num_updates == 0 and trainer.latest_checkpoint_path is None
+
+
+@contextlib.contextmanager
+def _joined(config: RunConfig) -> Iterator[DataParallel]:
+    """This process's place in the run, left at the end.
+
+    A rank that fails leaves at once, without the shutdown barrier: the
+    others, waiting in their next collective, lose contact within seconds
+    instead of waiting for the timeout.
+    """
+    data_parallel = join(config.env.device, config.trainer.distributed_timeout_seconds)
+    try:
+        yield data_parallel
+    except BaseException:
+        data_parallel.broken = True
+        raise
     finally:
         leave(data_parallel)
 
 
 def command_resume(args: argparse.Namespace) -> int:
     """``pathgrad resume RUN_DIR [--total-updates N | --total-timesteps N] [--checkpoint FILE]``."""
-    if _launch_requested(args):
-        return launch_ranks(args.nproc, args.argv)
     run_dir = Path(args.run_dir)
+    if (run_dir / SWEEP_FILE).is_file() and not (run_dir / CONFIG_FILE).is_file():
+        from pathgrad.commands.sweep import command_resume_sweep
+
+        return command_resume_sweep(args, run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
         raise UsageError(f"'{run_dir}' is not a run directory (no {CONFIG_FILE}).")
     saved = load_config(run_dir / CONFIG_FILE)
     overrides = _budget_overrides(args) + _thread_overrides(args)
     config = load_config(run_dir / CONFIG_FILE, overrides) if overrides else saved
-    data_parallel = join(config.env.device, config.trainer.distributed_timeout_seconds)
-    try:
-        with _main_rank_lock(data_parallel, run_dir):
-            checkpoint = data_parallel.from_main(
-                "the choice of checkpoint", lambda: _prepare_resume(run_dir, args)
+    if _launch_requested(args):
+        with RunLock(run_dir):  # in use: one line before any rank starts
+            pass
+        return launch_ranks(args.nproc, args.argv)
+    with _joined(config) as data_parallel, _main_rank_lock(data_parallel, run_dir):
+        point = data_parallel.from_main(
+            "the choice of checkpoint", lambda: _prepare_resume(run_dir, args)
+        )
+        for note in point.notes:
+            print(f"pathgrad: warning: {note}", file=sys.stderr)
+        checkpoint = point.checkpoint
+        objects = build_run(config, run_dir, data_parallel)
+        trainer = objects.trainer
+        if checkpoint is not None:
+            resume_scheduler = "restart" if args.restart_scheduler else "restore"
+            try:
+                trainer.load_checkpoint(checkpoint, resume_scheduler=resume_scheduler)
+            except (ValueError, FileNotFoundError) as error:
+                raise UsageError(str(error)) from error
+        _check_new_budget(args, saved, trainer)
+        _check_budget_fits_schedule(config, trainer, UsageError)
+        if data_parallel.is_main:
+            if overrides:
+                write_config(run_dir, config)
+            record_invocation(run_dir, _invocation("resume", args, overrides))
+        if not args.quiet and data_parallel.is_main:
+            origin = (
+                "the start (no checkpoint was saved before it stopped)"
+                if checkpoint is None
+                else checkpoint.name
             )
-            objects = build_run(config, run_dir, data_parallel)
-            trainer = objects.trainer
-            if checkpoint is not None:
-                resume_scheduler = "restart" if args.restart_scheduler else "restore"
-                try:
-                    trainer.load_checkpoint(checkpoint, resume_scheduler=resume_scheduler)
-                except (ValueError, FileNotFoundError) as error:
-                    raise UsageError(str(error)) from error
-            _check_new_budget(args, saved, trainer)
-            _check_budget_fits_schedule(config, trainer, UsageError)
-            if data_parallel.is_main:
-                if overrides:
-                    write_config(run_dir, config)
-                record_invocation(run_dir, _invocation("resume", args, overrides))
-            if not args.quiet and data_parallel.is_main:
-                origin = "the start (no checkpoint yet)" if checkpoint is None else checkpoint.name
-                print(
-                    f"resuming {run_dir} from {origin}: update {trainer.num_updates}, "
-                    f"{trainer.global_step:,} env steps"
-                )
-            status = _run_training(config, run_dir, objects, resume=True, quiet=args.quiet)
-            return EXIT_CODES[status]
-    finally:
-        leave(data_parallel)
+            print(
+                f"resuming {run_dir} from {origin}: update {trainer.num_updates}, "
+                f"{trainer.global_step:,} env steps"
+            )
+        status = _run_training(config, run_dir, objects, resume=True, quiet=args.quiet)
+        return EXIT_CODES[status]
 
 
 def _invocation(command: str, args: argparse.Namespace, overrides: list[str]) -> dict:
@@ -176,11 +247,16 @@ def _main_rank_lock(data_parallel: Any, run_dir: Path) -> Any:
     return RunLock(run_dir) if data_parallel.is_main else contextlib.nullcontext()
 
 
-def _prepare_resume(run_dir: Path, args: argparse.Namespace) -> Path | None:
-    """Clean what a crash left, then choose the checkpoint to resume from (rank 0)."""
+def _prepare_resume(run_dir: Path, args: argparse.Namespace) -> ResumePoint:
+    """Choose the checkpoint to resume from, then clean what a crash left (rank 0).
+
+    The choice reads only; files change once it has passed every check.
+    """
+    point = choose_resume_point(run_dir, checkpoint=args.checkpoint, rebuild=args.rebuild_index)
     for directory in (run_dir, run_dir / "checkpoints"):
         remove_stale_temporaries(directory)
-    return _checkpoint_to_resume(run_dir, args)
+    point.apply(run_dir / "checkpoints")
+    return point
 
 
 def _budget_overrides(args: argparse.Namespace) -> list[str]:
@@ -193,30 +269,6 @@ def _budget_overrides(args: argparse.Namespace) -> list[str]:
 
 def _thread_overrides(args: argparse.Namespace) -> list[str]:
     return [] if args.num_threads is None else [f"trainer.num_threads={args.num_threads}"]
-
-
-def _checkpoint_to_resume(run_dir: Path, args: argparse.Namespace) -> Path | None:
-    """The checkpoint ``resume`` starts from; ``None`` for a run stopped before its first."""
-    if args.checkpoint is not None:
-        return Path(args.checkpoint)
-    directory = run_dir / "checkpoints"
-    hint = (
-        f"rebuild it from the checkpoint files with `pathgrad resume {run_dir} --rebuild-index`, "
-        "or choose a file with --checkpoint FILE."
-    )
-    try:
-        if args.rebuild_index or not (directory / INDEX_FILENAME).is_file():
-            # No index but checkpoint files: a kill between the first save and its
-            # index entry (or a deleted index). The files are whole: list them.
-            if args.rebuild_index or list(directory.glob("*.pt")):
-                rebuild_index(directory)
-        return latest_checkpoint(directory)
-    except ValueError as error:
-        raise UsageError(f"{error} {hint}") from error
-    except FileNotFoundError as error:
-        if read_index(directory):
-            raise UsageError(f"{error} {hint}") from error
-        return None
 
 
 def _check_new_budget(args: argparse.Namespace, saved: RunConfig, trainer: Any) -> None:
@@ -300,7 +352,9 @@ def _run_training(
 
     The status is ``completed``, ``stopped early`` (a callback's
     ``stop_training``), ``interrupted``, ``terminated`` or ``failed`` (the
-    exception then propagates). The run is always left resumable.
+    exception then propagates; a file that cannot be written, a full disk
+    say, becomes a :class:`RunFailed` naming it). The run is always left
+    resumable: a failure before the first update of a resume changes no file.
 
     With several ranks, rank 0 alone logs, prints and writes the run's files;
     all ranks stop together on a signal to any of them and write the final
@@ -313,6 +367,8 @@ def _run_training(
     writer = wandb_run = progress = None
     final: str | None = None
     status = "failed"  # until training returns or a signal stops it
+    started = False  # training began: the run's files describe this attempt
+    write_failure: OSError | None = None
     try:
         with signals_raise(trainer.request_interrupt):
             trainer.interrupts.close()  # set-up is not split: a signal waits for its end
@@ -323,7 +379,8 @@ def _run_training(
                 metrics = MetricsLog(run_dir / METRICS_FILE)
                 if resume:
                     last_eval = trainer.last_eval_metrics.get("global_step")
-                    metrics.resume_at(trainer.num_updates, last_eval)
+                    for warning in metrics.resume_at(trainer.num_updates, last_eval):
+                        print(f"pathgrad: warning: {warning}", file=sys.stderr)
             budget = _budget(config)
             unit = "updates" if "total_updates" in budget else "steps"
             progress = ProgressReporter(
@@ -336,6 +393,7 @@ def _run_training(
             if not quiet:
                 _print_start(trainer)
             trainer.callbacks[:] = [metrics, progress, *(callbacks or [])] if main else []
+            started = True
             trainer.interrupts.open()  # raises a signal that came during start-up
             trainer.train(**budget)
         status = "stopped early" if trainer.stopped_early else "completed"
@@ -343,23 +401,67 @@ def _run_training(
         status = "interrupted"
     except Terminated:
         status = "terminated"
+    except OSError as failure:  # a file it cannot write: reported once the run is left safe
+        write_failure = failure
     finally:
         with signals_ignored():
             if progress is not None:
                 progress.close()
-            if status != "failed" or not trainer.data_parallel.active:
-                final = trainer.save_checkpoint(kind="final")
-            curve = None
-            if main:
-                write_summary(run_dir, trainer, status)
-                curve = _write_curve(run_dir)
+            keeps_files = started or status != "failed"
+            final, error = _final_writes(
+                trainer, run_dir, status, write_failure, main=main, write=keeps_files
+            )
+            curve = _write_curve(run_dir) if main and keeps_files else None
             if writer is not None:
                 writer.close()
             if wandb_run is not None:
                 wandb_run.finish()
     if not quiet:
         _print_outcome(trainer, status, run_dir, final, curve, writer is not None)
+    if write_failure is not None:
+        raise RunFailed(error or _write_failure(write_failure, trainer, run_dir)) from write_failure
     return status
+
+
+def _final_writes(
+    trainer: Any, run_dir: Path, status: str, failure: OSError | None, *, main: bool, write: bool
+) -> tuple[str | None, str | None]:
+    """The final checkpoint and the summary; returns the checkpoint and the error to report.
+
+    No final checkpoint after a failure with several ranks (the others may
+    be gone) or after a failure before the first update (nothing to keep).
+    A write that fails here (a full disk) leaves the last checkpoint as the
+    run's state and is reported instead of raised over the first error.
+    """
+    if not write:
+        return None, None
+    final = None
+    first = failure
+    wants_final = status != "failed" or not trainer.data_parallel.active
+    if wants_final and not (status == "failed" and trainer.num_updates == 0):
+        try:
+            final = trainer.save_checkpoint(kind="final")
+        except OSError as problem:
+            first = first or problem
+    error = None if first is None else _write_failure(first, trainer, run_dir)
+    if main:
+        try:
+            write_summary(run_dir, trainer, status, error)
+        except OSError as problem:
+            error = error or _write_failure(problem, trainer, run_dir)
+    return final, error
+
+
+def _write_failure(failure: OSError, trainer: Any, run_dir: Path) -> str:
+    """One line for a file the run could not write, and where the run stands."""
+    what = f"'{failure.filename}'" if failure.filename else "a file"
+    reason = (failure.strerror or str(failure)).lower()
+    last = trainer.latest_checkpoint_path
+    state = f"its last checkpoint {last} is intact" if last else "it has no checkpoint yet"
+    return (
+        f"cannot write {what}: {reason}; the run stopped after update {trainer.num_updates} and "
+        f"{state} (`pathgrad resume {run_dir}` once the cause is fixed)."
+    )
 
 
 def _print_start(trainer: Any) -> None:

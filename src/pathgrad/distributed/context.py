@@ -18,6 +18,7 @@ import sys
 import torch
 
 from pathgrad.distributed.sync import DataParallel, DistributedError
+from pathgrad.parent_watch import PARENT_PID_VARIABLE, watch_parent
 
 __all__ = ["exit_rank", "join", "leave", "rank_seed", "torchrun_world_size"]
 
@@ -73,6 +74,7 @@ def join(device: str, timeout_seconds: float) -> DataParallel:
             raise DistributedError(
                 f"rank {rank}: could not join the {world_size} ranks ({backend}): {error}"
             ) from error
+    watch_parent(int(os.environ.get(PARENT_PID_VARIABLE, os.getppid())))  # torchrun's agent
     exchange_device = torch.device("cuda", local_rank) if uses_cuda else torch.device("cpu")
     return DataParallel(rank, world_size, backend, exchange_device)
 

@@ -1,0 +1,175 @@
+"""Resume meets damaged runs and full disks: nothing lost, nothing restarted, one line each."""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import pathgrad.checkpoint as checkpoint_module
+import pathgrad.run as run_module
+from pathgrad.checkpoint import read_checkpoint, read_index
+from pathgrad.cli import main
+from test_cli_faults import FAST, assert_usage_error, pathgrad, snapshot
+
+SAVING = ["trainer.total_updates=6", "trainer.save_frequency_updates=2",
+          "trainer.keep_last_checkpoints=2", "eval.frequency_steps=0", "env.num_envs=16",
+          "--quiet"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def saving(tmp_path_factory) -> Path:
+    """A run with periodic checkpoints at updates 4 and 6 (2 was pruned) and a final one."""
+    folder = tmp_path_factory.mktemp("saving")
+    result = pathgrad("train", *SAVING, cwd=folder)
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (folder / "runs").iterdir()
+    return run_dir
+
+
+@pytest.fixture
+def run_copy(saving, tmp_path) -> Path:
+    return Path(shutil.copytree(saving, tmp_path / "run"))
+
+
+def unchanged(before: dict, after: dict) -> bool:
+    return {k: v for k, v in before.items() if k != ".lock"} == {
+        k: v for k, v in after.items() if k != ".lock"
+    }
+
+
+def damage(path: Path, how: str) -> None:
+    if how == "truncated":
+        path.write_bytes(path.read_bytes()[:4000])
+    elif how == "payload":
+        torch.save({"format": "pathgrad.checkpoint", "payload": Path(".")}, path)
+    else:  # a schema this pathgrad does not know
+        contents = torch.load(path, weights_only=True)
+        torch.save({**contents, "schema_version": 99}, path)
+
+
+@pytest.mark.parametrize("how", ["truncated", "payload", "newer schema"])
+@pytest.mark.parametrize("index", ["deleted", "--rebuild-index"])
+def test_a_run_whose_checkpoints_are_all_unreadable_is_refused_and_kept(run_copy, how, index):
+    directory = run_copy / "checkpoints"
+    for path in directory.glob("*.pt"):
+        damage(path, how)
+    if index == "deleted":
+        (directory / "index.json").unlink()
+    before = snapshot(run_copy)
+    extra = ["--rebuild-index"] if index == "--rebuild-index" else []
+    result = pathgrad("resume", str(run_copy), *extra, cwd=run_copy.parent)
+    assert_usage_error(result, "none can be read", "point_mass_", "nothing was changed")
+    assert "from the start" not in result.stdout
+    assert unchanged(before, snapshot(run_copy))
+
+
+def test_a_run_whose_checkpoints_are_gone_is_refused(run_copy):
+    shutil.rmtree(run_copy / "checkpoints")
+    before = snapshot(run_copy)
+    result = pathgrad("resume", str(run_copy), cwd=run_copy.parent)
+    assert_usage_error(result, "summary.json names", "holds none", "nothing was changed")
+    assert unchanged(before, snapshot(run_copy))
+
+
+def test_a_run_stopped_before_its_first_save_starts_again(run_copy):
+    # A kill before the first checkpoint: metrics lines, no checkpoint, no summary.
+    shutil.rmtree(run_copy / "checkpoints")
+    (run_copy / "summary.json").unlink()
+    result = pathgrad("resume", str(run_copy), "--total-updates", "3", cwd=run_copy.parent)
+    assert result.returncode == 0, result.stderr
+    assert "from the start (no checkpoint was saved before it stopped)" in result.stdout
+    records = [json.loads(line) for line in (run_copy / "metrics.jsonl").read_text().splitlines()]
+    assert [r["num_updates"] for r in records if r["kind"] == "train"] == [1, 2, 3]
+
+
+def test_a_wrongly_typed_metrics_line_is_dropped_with_a_warning(run_copy):
+    path = run_copy / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    lines.insert(2, '{"kind": "train", "num_updates": "abc"}')
+    path.write_text("\n".join(lines) + "\n")
+    plot = pathgrad("plot", str(run_copy), "-o", "c.png", cwd=run_copy.parent)
+    assert_usage_error(plot, "line 3", "num_updates that is not a number")
+    result = pathgrad("resume", str(run_copy), "--total-updates", "8", "--quiet",
+                      cwd=run_copy.parent)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"pathgrad: warning: '{path}' line 3 has a num_updates that is not a number (\"abc\"); "
+        "the line is dropped"
+    ]
+    assert json.loads((run_copy / "summary.json").read_text())["status"] == "completed"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["num_updates"] for r in records if r["kind"] == "train"] == list(range(1, 9))
+
+
+def test_unlisted_checkpoints_are_taken_in_and_then_pruned(run_copy):
+    directory = run_copy / "checkpoints"
+    entries = read_index(directory)
+    # A kill (or a full disk) between the last periodic file and its index entry.
+    newest = [e for e in entries if e["kind"] == "periodic"][-1]
+    kept = [e for e in entries if e["file"] != newest["file"] and e["kind"] != "final"]
+    (directory / "index.json").write_text(json.dumps({"checkpoints": kept}))
+    for final in directory.glob("*_final_*.pt"):
+        final.unlink()
+    (directory / "stray.pt").write_bytes(b"half a file")
+    result = pathgrad("resume", str(run_copy), "--total-updates", "12", cwd=run_copy.parent)
+    assert result.returncode == 0, result.stderr
+    assert f"from {newest['file']}: update {newest['num_updates']}" in result.stdout
+    (warning,) = result.stderr.splitlines()
+    assert warning.startswith(
+        f"pathgrad: warning: '{directory / 'stray.pt'}' cannot be read and is left out of "
+        "index.json: is not a readable pathgrad checkpoint"
+    ), warning
+    files = sorted(path.name for path in directory.glob("*.pt"))
+    assert files == ["point_mass_final_step_6144.pt", "point_mass_step_5120.pt",
+                     "point_mass_step_6144.pt", "stray.pt"]  # fmt: skip
+    assert {e["file"] for e in read_index(directory)} == set(files) - {"stray.pt"}
+
+
+def no_space(limit_path: str):
+    def write(path, writer):
+        if limit_path in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return original(path, writer)
+
+    original = checkpoint_module.atomic_write
+    return write
+
+
+def test_a_full_disk_during_training_ends_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(checkpoint_module, "atomic_write", no_space("_step_2048"))
+    code = main(["train", *SAVING, "trainer.keep_last_checkpoints=0"])
+    assert code == 1
+    (run_dir,) = Path("runs").iterdir()
+    first = run_dir / "checkpoints" / "point_mass_step_1024.pt"
+    assert capsys.readouterr().err.splitlines() == [
+        f"pathgrad: error: cannot write '{run_dir}/checkpoints/point_mass_step_2048.pt': no "
+        f"space left on device; the run stopped after update 4 and its last checkpoint "
+        f"{first} is intact (`pathgrad resume {run_dir}` once the cause is fixed)."
+    ]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and "no space left on device" in summary["error"]
+    assert read_checkpoint(first)["num_updates"] == 2
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    assert main(["resume", str(run_dir), "--quiet"]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and "error" not in summary
+
+
+def test_a_train_that_cannot_write_its_config_leaves_no_run_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+
+    def full(path, writer):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(run_module, "atomic_write", full)
+    assert main(["train", *FAST]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "No space left on device" in line and "config.yaml" in line
+    assert list((tmp_path / "runs").iterdir()) == []
