@@ -32,6 +32,7 @@ _EXPORTS = {
         "td_lambda_targets",
     ),
     "pathgrad.checkpoint": ("latest_checkpoint", "read_checkpoint", "read_index"),
+    "pathgrad.commands": ("UsageError",),
     "pathgrad.collector": (
         "DifferentiableCollector",
         "DifferentiableRollout",

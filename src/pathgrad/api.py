@@ -187,7 +187,9 @@ def load(target: str | Path, device: str = "cpu") -> LoadedPolicy:
     """The policy of a run directory (its latest checkpoint) or of a checkpoint file.
 
     Raises:
-        UsageError: For a missing, malformed or mismatched file.
+        UsageError: (``pathgrad.UsageError``, a ValueError) For a missing,
+            malformed or mismatched file, a folder that is not a run directory,
+            or a run whose latest checkpoint has another env or policy sizes.
     """
     from pathgrad.action_bounds import action_space_bounds
     from pathgrad.commands.inspection import load_for_evaluation, policy_from_checkpoint

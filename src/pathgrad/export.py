@@ -114,6 +114,7 @@ def export_policy(
 
     Raises:
         ValueError: If the suffix is not ``.pt2`` or ``.onnx``.
+        OSError: If ``output`` cannot be written (nothing is left behind).
     """
     output = Path(output)
     suffix = output.suffix.lower()
@@ -126,28 +127,33 @@ def export_policy(
     for parameter in module.parameters():
         parameter.requires_grad_(False)
     text = json.dumps(dict(metadata or {}), sort_keys=True)
-    batch = torch.export.Dim("batch", min=1)
     example = example_observation.detach().reshape(-1, example_observation.shape[-1])
     if example.shape[0] == 1:  # a size-1 example would be specialised to batch 1
         example = example.expand(2, -1).contiguous()
     with _quiet_exporters(), torch.no_grad():
-        if suffix == ".pt2":
-            program = torch.export.export(module, (example,), dynamic_shapes=({0: batch},))
-            return atomic_write(
-                output,
-                lambda handle: torch.export.save(
-                    program, handle, extra_files={_PT2_METADATA: text}
-                ),
-            )
-        onnx_program = torch.onnx.export(
-            module, (example,), dynamic_shapes=({0: batch},), dynamo=True, verbose=False,
-            input_names=["observation"], output_names=["action"],
-        )  # fmt: skip
+        payload = _serialized(module, example, suffix, text)
+    # Written from memory: torch's zip writer aborts the process on a failing write (a
+    # full disk), while a plain write raises OSError naming the cause.
+    return atomic_write(output, lambda handle: handle.write(payload))
+
+
+def _serialized(module: DeployedPolicy, example: torch.Tensor, suffix: str, text: str) -> bytes:
+    """The exported program of ``module`` as the bytes of a ``suffix`` file, ``text`` inside."""
+    batch = torch.export.Dim("batch", min=1)
+    if suffix == ".pt2":
+        program = torch.export.export(module, (example,), dynamic_shapes=({0: batch},))
+        buffer = io.BytesIO()
+        torch.export.save(program, buffer, extra_files={_PT2_METADATA: text})
+        return buffer.getvalue()
+    onnx_program = torch.onnx.export(
+        module, (example,), dynamic_shapes=({0: batch},), dynamo=True, verbose=False,
+        input_names=["observation"], output_names=["action"],
+    )  # fmt: skip
     model = onnx_program.model_proto
     import onnx
 
     onnx.helper.set_model_props(model, {METADATA_KEY: text})
-    return atomic_write(output, lambda handle: handle.write(model.SerializeToString()))
+    return model.SerializeToString()
 
 
 def export_metadata(config: Any, checkpoint: Mapping[str, Any], source: Path, env: Any) -> dict:

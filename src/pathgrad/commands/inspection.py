@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.action_bounds import action_space_bounds, clamp_action
-from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
+from pathgrad.checkpoint import INDEX_FILENAME, latest_checkpoint, read_checkpoint
 from pathgrad.commands import UsageError, signals_raise
 from pathgrad.config import ConfigError, RunConfig, device_problem, validate_config
+from pathgrad.config_sources import read_yaml
 from pathgrad.env import (
     build_learning_env,
     get_learning_env_factory,
@@ -20,12 +21,72 @@ from pathgrad.env import (
 )
 from pathgrad.evaluation import evaluate_episodes
 from pathgrad.normalization import RunningObservationNormalizer
-from pathgrad.run import build_env, build_policy
+from pathgrad.run import CONFIG_FILE, build_env, build_policy
 from pathgrad.state_checks import check_state_shapes
 
-__all__ = ["MAX_EVAL_EPISODES", "command_envs", "command_eval", "command_export", "command_plot"]
+__all__ = [
+    "MAX_EVAL_EPISODES",
+    "command_envs",
+    "command_eval",
+    "command_export",
+    "command_plot",
+    "load_for_evaluation",
+    "resolve_checkpoint",
+]
 
 MAX_EVAL_EPISODES = 1_000_000
+_TARGETS = "give a run directory or a checkpoint file"
+_RUN_KEYS = (("env", "name"), ("policy", "hidden_sizes"))  # a checkpoint must share them
+
+
+def resolve_checkpoint(target: Path) -> Path:
+    """The checkpoint of ``target``: a run directory's latest, or ``target`` itself.
+
+    Raises:
+        UsageError: For a folder that is not a run directory (no ``config.yaml``),
+            a run without checkpoints, or a malformed index.
+    """
+    if not target.is_dir():
+        return target
+    directory = target / "checkpoints"
+    if not (target / CONFIG_FILE).is_file():
+        missing = CONFIG_FILE if directory.is_dir() else f"{CONFIG_FILE}, no checkpoints/"
+        raise UsageError(f"'{target}' is not a run directory (no {missing}); {_TARGETS}.")
+    if not (directory / INDEX_FILENAME).is_file():
+        files = sorted(directory.glob("*.pt"), key=lambda path: path.stat().st_mtime)
+        if files:
+            raise UsageError(
+                f"run directory '{target}' has checkpoint files but no {INDEX_FILENAME}; "
+                f"give one of them, e.g. '{files[-1]}'."
+            )
+        raise UsageError(f"run directory '{target}' has no checkpoint yet; {_TARGETS}.")
+    try:
+        return latest_checkpoint(directory)
+    except (FileNotFoundError, ValueError) as error:
+        raise UsageError(str(error)) from error
+
+
+def _check_run_matches(run_dir: Path, path: Path, trained: dict[str, Any]) -> None:
+    """A run directory's checkpoint must have been trained with the run's env and policy."""
+    try:
+        saved = read_yaml(run_dir / CONFIG_FILE)
+    except ConfigError as error:
+        raise UsageError(str(error)) from error
+    for section, key in _RUN_KEYS:
+        ours, theirs = _entry(saved, section, key), _entry(trained, section, key)
+        if ours is not None and theirs is not None and ours != theirs:
+            raise UsageError(
+                f"checkpoint '{path}' was trained with {section}.{key} {theirs}, but run "
+                f"directory '{run_dir}' has {ours} ({CONFIG_FILE}); give the checkpoint file "
+                "itself to use it anyway."
+            )
+
+
+def _entry(document: dict[str, Any], section: str, key: str) -> Any:
+    """``document[section][key]`` (a tuple as a list), ``None`` where it is missing."""
+    part = document.get(section)
+    value = part.get(key) if isinstance(part, dict) else None
+    return list(value) if isinstance(value, tuple) else value
 
 
 def load_for_evaluation(
@@ -35,17 +96,14 @@ def load_for_evaluation(
 
     The checkpoint's config is validated as a config file is. Its device is
     replaced by ``device``, or by ``cpu`` where the saved one is not available.
+    A run directory's checkpoint must have the env and policy sizes of its
+    ``config.yaml``.
 
     Raises:
-        UsageError: For a missing or malformed file or index, or an invalid config.
+        UsageError: For a missing or malformed file or index, a folder that is
+            not a run directory, a checkpoint of another run, or an invalid config.
     """
-    if target.is_dir():
-        try:
-            path = latest_checkpoint(target / "checkpoints")
-        except (FileNotFoundError, ValueError) as error:
-            raise UsageError(str(error)) from error
-    else:
-        path = target
+    path = resolve_checkpoint(target)
     try:
         checkpoint = read_checkpoint(path)
     except (FileNotFoundError, ValueError) as error:
@@ -53,6 +111,8 @@ def load_for_evaluation(
     data = checkpoint.get("config")
     if not isinstance(data, dict):
         raise UsageError(f"'{path}' carries no run config (not written by `pathgrad train`).")
+    if target.is_dir():
+        _check_run_matches(target, path, data)
     data = {**data, "env": dict(data.get("env") or {})}
     if device is not None:
         data["env"]["device"] = device

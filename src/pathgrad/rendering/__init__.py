@@ -5,15 +5,21 @@ every state; :func:`write_animation` draws them (:mod:`pathgrad.rendering.drawin
 with the episode, step and return so far overlaid, through matplotlib's
 animation writers: Pillow for ``.gif``, ffmpeg (from the ``imageio-ffmpeg``
 package, or on ``PATH``) for ``.mp4``. The file is written under a temporary
-name and renamed, so an interrupted render leaves no partial file.
+name in its folder (created where missing) and renamed, so an unwritable
+folder fails before anything is drawn and an interrupted render leaves no
+partial file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
+import secrets
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +87,12 @@ def write_animation(
 
     Raises:
         ValueError: For another suffix or no frames.
-        RuntimeError: For an MP4 without ffmpeg.
+        RuntimeError: For an MP4 without ffmpeg, or ffmpeg failing (its last line).
+        OSError: If the output folder cannot be written.
     """
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib import animation
 
     output = Path(output)
     suffix = output.suffix.lower()
@@ -97,6 +102,19 @@ def write_animation(
         raise ValueError("no frames to draw.")
     if suffix == ".mp4":
         matplotlib.rcParams["animation.ffmpeg_path"] = _ffmpeg()
+    try:
+        with _temporary_beside(output) as temporary, _quiet_movie_writer():
+            _draw_movie(env, frames, temporary, title, fps)
+    except subprocess.CalledProcessError as error:
+        lines = (error.stderr or "").strip().splitlines() or [f"exit status {error.returncode}"]
+        raise RuntimeError(f"ffmpeg could not write '{output}': {lines[-1]}") from error
+    return output
+
+
+def _draw_movie(env: Any, frames: list[Frame], path: Path, title: str, fps: int) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib import animation
+
     drawing = drawing_for(env)
     figure = plt.figure(figsize=(5, 5))
     axes = figure.add_subplot(projection="3d" if is_3d(env) else None)
@@ -117,13 +135,40 @@ def write_animation(
         )
         return []
 
-    movie = animation.FuncAnimation(figure, draw, frames=len(frames), blit=False)
-    writer = animation.PillowWriter(fps=fps) if suffix == ".gif" else animation.FFMpegWriter(fps)
-    temporary = output.with_name(f".{output.name}.tmp-{os.getpid()}{suffix}")
+    gif = path.suffix.lower() == ".gif"
+    writer = animation.PillowWriter(fps=fps) if gif else animation.FFMpegWriter(fps)
     try:
-        movie.save(str(temporary), writer=writer)
+        movie = animation.FuncAnimation(figure, draw, frames=len(frames), blit=False)
+        movie.save(str(path), writer=writer)
+    finally:
+        plt.close(figure)
+
+
+@contextlib.contextmanager
+def _temporary_beside(output: Path) -> Iterator[Path]:
+    """A new temporary file in ``output``'s folder (created if missing), moved onto ``output``.
+
+    Made before anything is drawn, so an unwritable folder fails at once with an
+    OSError; removed if the block fails.
+    """
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temporary = output.with_name(f".{output.name}.{secrets.token_hex(6)}.tmp{output.suffix}")
+    # O_EXCL: a new file of our own; mode 0o666 less the umask, as the writers would make it
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    try:
+        yield temporary
         os.replace(temporary, output)
     finally:
         temporary.unlink(missing_ok=True)
-        plt.close(figure)
-    return output
+
+
+@contextlib.contextmanager
+def _quiet_movie_writer() -> Iterator[None]:
+    """matplotlib's copy of ffmpeg's messages on stderr silenced (its error says them)."""
+    logger = logging.getLogger("matplotlib.animation")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
