@@ -114,9 +114,15 @@ def test_a_rank_out_of_disk_space_ends_the_job_within_seconds(tmp_path):
 
 
 @needs_proc
-def test_killing_the_launcher_ends_its_ranks_with_a_final_checkpoint(tmp_path):
+@pytest.mark.parametrize("launch", ["--nproc", "torchrun"])
+def test_killing_the_launcher_ends_its_ranks_with_a_final_checkpoint(tmp_path, launch):
+    command = (
+        [*PATHGRAD, "train", "--nproc", "2"]
+        if launch == "--nproc"
+        else [*TORCHRUN, "--nproc-per-node=2", "-m", "pathgrad", "train"]
+    )
     launcher = subprocess.Popen(
-        [*PATHGRAD, "train", "--nproc", "2", *SMALL, "trainer.total_updates=100000"],
+        [*command, *SMALL, "trainer.total_updates=100000"],
         cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip

@@ -173,3 +173,16 @@ def test_a_train_that_cannot_write_its_config_leaves_no_run_folder(tmp_path, mon
     (line,) = capsys.readouterr().err.splitlines()
     assert "No space left on device" in line and "config.yaml" in line
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_train_into_a_named_run_directory_never_takes_a_used_one(tmp_path):
+    result = pathgrad("train", *FAST, "--run-dir", "mine/first", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "mine" / "first" / "summary.json").is_file()
+    before = snapshot(tmp_path / "mine")
+    again = pathgrad("train", *FAST, "--run-dir", "mine/first", cwd=tmp_path)
+    assert_usage_error(again, "--run-dir: 'mine/first' already holds files", "pathgrad resume")
+    assert snapshot(tmp_path / "mine") == before
+    (tmp_path / "empty").mkdir()
+    assert pathgrad("train", *FAST, "--run-dir", "empty", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "runs").exists()

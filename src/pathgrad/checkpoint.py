@@ -101,7 +101,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             "file): not a file of tensors that torch.load reads safely."
         ) from error
     except Exception as error:  # noqa: BLE001 - any unreadable file gets one message
-        detail = (str(error).strip().splitlines() or [""])[0]
+        detail = (str(error).strip().splitlines() or [""])[0].split(". ")[0]  # first sentence
         raise ValueError(
             f"'{path}' is not a readable pathgrad checkpoint (truncated, corrupted or "
             f"foreign file): {type(error).__name__}{': ' + detail if detail else ''}"
