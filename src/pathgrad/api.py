@@ -30,7 +30,8 @@ class TrainResult:
 
     Attributes:
         run_dir: The run directory.
-        status: ``completed``, ``stopped early``, ``interrupted`` or ``terminated``.
+        status: ``completed``, ``stopped early``, ``diverged``, ``interrupted`` or
+            ``terminated``.
         summary: The run's ``summary.json``.
         policy: The trained policy (in the state of the final checkpoint).
         trainer: The trainer, for anything else.

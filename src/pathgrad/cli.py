@@ -3,8 +3,9 @@
 Exit status: 0 on success, 2 for a usage, config or file error (one line on
 stderr, nothing written or lost), 130 after SIGINT and 143 after SIGTERM (the
 update in flight is undone and a final checkpoint written, so the run stays
-resumable), 1 when training itself fails or a data-parallel rank loses the
-others.
+resumable), 3 when training diverged (too many consecutive skipped updates;
+the final checkpoint keeps the last good parameters), 1 when training itself
+fails or a data-parallel rank loses the others.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from pathgrad.compilation import compile_training
 from pathgrad.compiled_update import CompiledAPGUpdate
 from pathgrad.distributed.ranks import attach, end_of_update
 from pathgrad.distributed.sync import DataParallel
+from pathgrad.divergence import Diverged, SkipWatch, describe_skipped_update
 from pathgrad.env import (
     DifferentiableRolloutSpec,
     DifferentiableVecEnv,
@@ -150,6 +152,10 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         self.stopped_early = False
         self.checkpoint_extra: dict[str, Any] = {}
         self.interrupts = InterruptGate()
+        self.skips = SkipWatch(cfg.max_consecutive_skipped_updates)
+        # notify(message): a line about the run worth a user's attention (a skipped
+        # update, a non-finite evaluation); the command line prints it as a warning.
+        self.notify: Callable[[str], None] = _warn
         self.compiled_update: CompiledAPGUpdate | None = None
         self.compile_scope = "off"  # what torch_compile compiles, and why (compile_scope_reason)
         self.compile_scope_reason = "trainer.torch_compile is false"
@@ -198,6 +204,8 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         Raises:
             ValueError: If neither or both budgets are given, one is negative,
                 or the LR schedule cannot be bound to the budget.
+            Diverged: After ``cfg.max_consecutive_skipped_updates`` skipped
+                updates in a row (the parameters are the last good ones).
         """
         if total_timesteps is None and total_updates is None:
             raise ValueError("Provide total_timesteps or total_updates.")
@@ -245,13 +253,32 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             self.num_updates += 1
             try:
                 self._record_update(metrics)
+                self._watch_skips(snapshot, metrics, collected_steps)
             except BaseException:
                 self.interrupts.abandon()
                 raise
             self.interrupts.open()
             self._evaluate_and_save()
+            if self.skips.diverged:
+                raise Diverged(
+                    f"{self.skips.consecutive} updates in a row were skipped (non-finite or "
+                    f"excessive gradients; {self.skips.total} of {self.num_updates} in all); "
+                    "the parameters are those of the last update that was not skipped "
+                    "(trainer.max_consecutive_skipped_updates sets the limit, 0: none)."
+                )
         self._final_evaluation()
         return self.get_summary()
+
+    def _watch_skips(
+        self, snapshot: UpdateSnapshot, metrics: dict[str, float], collected_steps: int
+    ) -> None:
+        """Count a skipped update; name the run's first (replaying it when it can)."""
+        if not self.skips.record(bool(metrics.get("skipped_update"))):
+            return
+        steps = collected_steps if self.cfg.rollout_mode == "segmented" else 0
+        message = describe_skipped_update(self, snapshot, metrics, steps)
+        if self.data_parallel.is_main:
+            self.notify(message)
 
     def callback_requests_stop(self) -> bool:
         """Whether a callback has a true ``stop_training`` (e.g. :class:`pathgrad.EarlyStopping`).
@@ -414,6 +441,8 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             "latest_checkpoint_path": self.latest_checkpoint_path,
             "best_checkpoint_path": self.best_checkpoint_path,
             "world_size": self.data_parallel.world_size,
+            "skipped_updates": self.skips.total,
+            "consecutive_skipped_updates": self.skips.consecutive,
             "compile_scope": self.compile_scope,
             "first_compiled_update_seconds": (
                 None if self.compiled_update is None else self.compiled_update.first_update_seconds
@@ -423,6 +452,10 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
     def _on_step(self, transition: DifferentiableTransition) -> None:
         """Record the step for episode statistics (no host synchronisation)."""
         self.episodes.record(transition.reward, transition.done)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def _mean_or_nan(window: deque[float]) -> float:

@@ -37,6 +37,11 @@ from pathgrad.env import build_learning_env, get_learning_env_factory
 from pathgrad.policies import GaussianMLPPolicy
 
 __all__ = [
+    "CONFIG_FILE",
+    "LOCK_FILE",
+    "METRICS_FILE",
+    "SUMMARY_FILE",
+    "SWEEP_FILE",
     "MetricsLog",
     "RunDirectoryError",
     "RunLock",
@@ -307,8 +312,14 @@ class MetricsLog:
         """Trainer callback: append one line."""
         record = {"kind": kind, "time": self.time_offset + time.time() - self._start}
         record.update(json_safe(entry))
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, allow_nan=False) + "\n")
+        line = json.dumps(record, allow_nan=False) + "\n"
+        try:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line)
+        except OSError as error:  # a failed write names no file
+            if error.errno is None:
+                raise
+            raise type(error)(error.errno, error.strerror, str(self.path)) from error
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:

@@ -50,6 +50,7 @@ class CheckpointMixin:
             "next_eval_step": self._next_eval_step,
             "saved_update": self._saved_update,
             "last_train_metrics": dict(self.last_train_metrics),
+            "skipped_updates": self.skips.state_dict(),
         }
         if self.observation_normalizer is not None:
             extra["observation_normalizer"] = self.observation_normalizer.state_dict()
@@ -127,6 +128,7 @@ class CheckpointMixin:
         self._rollout_index = int(checkpoint.get("rollout_index", self.num_updates))
         self._saved_update = checkpoint.get("saved_update")
         self.last_train_metrics = dict(checkpoint.get("last_train_metrics") or {})
+        self.skips.load_state_dict(checkpoint.get("skipped_updates") or {})
         frequency = self.cfg.eval_frequency_steps
         saved_next = checkpoint.get("next_eval_step")
         if frequency <= 0:

@@ -70,6 +70,9 @@ class DifferentiableTrainerCfg:
             ``eval_history`` (the most recent ones), so memory stays flat.
         num_threads: Torch intra-op threads per process (``auto``: see
             :mod:`pathgrad.threads`).
+        max_consecutive_skipped_updates: Stop training with
+            :class:`~pathgrad.divergence.Diverged` (status ``diverged``) after
+            this many skipped updates in a row (0: never).
         distributed_timeout_seconds: Under ``torchrun``, the longest any
             rank waits for the others at a collective (rendezvous, gradient
             average, evaluation, checkpoint) before failing with an error;
@@ -105,6 +108,7 @@ class DifferentiableTrainerCfg:
     final_evaluation: bool = False
     history_length: int = 1000
     num_threads: int | str = "auto"
+    max_consecutive_skipped_updates: int = 20
     distributed_timeout_seconds: float = 300.0
 
     def validate(self) -> None:
@@ -150,6 +154,8 @@ class DifferentiableTrainerCfg:
             raise ValueError("num_eval_episodes must be positive.")
         if not self.experiment_name:
             raise ValueError("experiment_name must not be empty.")
+        if self.max_consecutive_skipped_updates < 0:
+            raise ValueError("max_consecutive_skipped_updates cannot be negative (0: no limit).")
         check_num_threads(self.num_threads)
         if not 0.0 < self.distributed_timeout_seconds < float("inf"):
             raise ValueError("distributed_timeout_seconds must be positive and finite.")

@@ -78,6 +78,12 @@ class EvaluationMixin:
             if eval_env_state is not None:
                 self.eval_env.load_state_dict(eval_env_state)
             raise
+        value = metrics.get("eval/avg_reward")
+        if value is not None and not math.isfinite(value) and self.data_parallel.is_main:
+            self.notify(
+                f"the evaluation at env step {self.global_step:,} has a non-finite return "
+                f"({value}): the policy or the evaluation env produced NaN or Inf."
+            )
         with self.interrupts.deferring():
             entry = {"global_step": float(self.global_step), **metrics}
             self.eval_history.append(entry)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = [
+    "EXIT_DIVERGED",
     "EXIT_SIGINT",
     "EXIT_SIGTERM",
     "EXIT_USAGE",
@@ -22,6 +23,7 @@ __all__ = [
 ]
 
 EXIT_USAGE = 2
+EXIT_DIVERGED = 3  # training stopped: too many consecutive skipped updates
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 

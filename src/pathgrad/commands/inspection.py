@@ -21,7 +21,7 @@ from pathgrad.env import (
 )
 from pathgrad.evaluation import evaluate_episodes
 from pathgrad.normalization import RunningObservationNormalizer
-from pathgrad.run import CONFIG_FILE, build_env, build_policy
+from pathgrad.run import CONFIG_FILE, SWEEP_FILE, build_env, build_policy
 from pathgrad.state_checks import check_state_shapes
 
 __all__ = [
@@ -243,8 +243,12 @@ def command_plot(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else _free_name(Path("curves.png"))
     if output.is_dir():
         raise UsageError(f"-o '{output}' is a directory; give a file name.")
+    # `plot SWEEP/*` also matches the sweep's own record, which is no run
+    run_dirs = [path for path in args.run_dirs if Path(path).name != SWEEP_FILE]
+    if not run_dirs:
+        raise UsageError(f"no run directory among {' '.join(args.run_dirs)}.")
     try:
-        figure = learning_curve_figure(args.run_dirs, args.metric or (), args.aggregate)
+        figure = learning_curve_figure(run_dirs, args.metric or (), args.aggregate)
     except (OSError, ValueError) as error:
         raise UsageError(str(error)) from error
     try:

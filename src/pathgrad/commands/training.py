@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import shutil
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from typing import Any
 from pathgrad.atomic_files import remove_stale_temporaries
 from pathgrad.budgets import check_budget
 from pathgrad.commands import (
+    EXIT_DIVERGED,
     EXIT_SIGINT,
     EXIT_SIGTERM,
     RunFailed,
@@ -32,6 +34,7 @@ from pathgrad.config import RunConfig, dump_config, load_config
 from pathgrad.config_sources import ConfigError
 from pathgrad.distributed import DataParallel, join, leave, torchrun_world_size
 from pathgrad.distributed.launch import launch_ranks
+from pathgrad.divergence import Diverged
 from pathgrad.progress import ProgressReporter
 from pathgrad.provenance import invocation, record_invocation
 from pathgrad.run import (
@@ -51,12 +54,16 @@ from pathgrad.scalar_logging import eval_scalars, train_scalars
 
 __all__ = ["EXIT_CODES", "check_run_can_start", "command_resume", "command_train", "start_run"]
 
+# A file the run cannot write, whatever its cause: the run ends in one line naming it.
+_WRITE_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO, errno.EACCES}
+
 EXIT_CODES = {
     "completed": 0,
     "stopped early": 0,
     "interrupted": EXIT_SIGINT,
     "terminated": EXIT_SIGTERM,
     "failed": 1,
+    "diverged": EXIT_DIVERGED,
 }
 
 
@@ -196,7 +203,7 @@ def command_resume(args: argparse.Namespace) -> int:
             "the choice of checkpoint", lambda: _prepare_resume(run_dir, args)
         )
         for note in point.notes:
-            print(f"pathgrad: warning: {note}", file=sys.stderr)
+            _print_warning(note)
         checkpoint = point.checkpoint
         objects = build_run(config, run_dir, data_parallel)
         trainer = objects.trainer
@@ -373,6 +380,7 @@ def _run_training(
         with signals_raise(trainer.request_interrupt):
             trainer.interrupts.close()  # set-up is not split: a signal waits for its end
             if main:
+                trainer.notify = _print_warning
                 wandb_run = _init_wandb(config, run_dir, resume)
                 writer = _open_writer(config, run_dir, trainer, resume)
                 trainer.writer = writer
@@ -380,7 +388,7 @@ def _run_training(
                 if resume:
                     last_eval = trainer.last_eval_metrics.get("global_step")
                     for warning in metrics.resume_at(trainer.num_updates, last_eval):
-                        print(f"pathgrad: warning: {warning}", file=sys.stderr)
+                        _print_warning(warning)
             budget = _budget(config)
             unit = "updates" if "total_updates" in budget else "steps"
             progress = ProgressReporter(
@@ -401,7 +409,13 @@ def _run_training(
         status = "interrupted"
     except Terminated:
         status = "terminated"
+    except Diverged as divergence:
+        status = "diverged"
+        if main:
+            print(f"pathgrad: diverged: {divergence}", file=sys.stderr)
     except OSError as failure:  # a file it cannot write: reported once the run is left safe
+        if failure.errno not in _WRITE_FAULTS:
+            raise
         write_failure = failure
     finally:
         with signals_ignored():
@@ -421,6 +435,10 @@ def _run_training(
     if write_failure is not None:
         raise RunFailed(error or _write_failure(write_failure, trainer, run_dir)) from write_failure
     return status
+
+
+def _print_warning(message: str) -> None:
+    print(f"pathgrad: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _final_writes(
@@ -493,7 +511,9 @@ def _print_outcome(
             f"return {last.get('eval/avg_reward', float('nan')):.4g}, "
             f"success rate {last.get('eval/success_rate', float('nan')):.2f}"
         )
-    print(f"{status}: {trainer.num_updates} updates, {trainer.global_step:,} env steps")
+    skipped = trainer.skips.total
+    note = f", {skipped} skipped" if skipped else ""
+    print(f"{status}: {trainer.num_updates} updates{note}, {trainer.global_step:,} env steps")
     compiled = getattr(trainer, "compiled_update", None)
     if compiled is not None and compiled.first_update_seconds is not None:
         print(f"first compiled update: {compiled.first_update_seconds:.1f} s (compile included)")

@@ -1,0 +1,128 @@
+"""A run that diverges says so: skipped updates named, and a stop after too many in a row.
+
+An update whose loss or gradient is not finite (or whose gradient exceeds
+``max_grad_norm_before_clip``) is skipped: the parameters stay as they were.
+:class:`SkipWatch` counts skipped updates; the first one of a run is named in
+one line (what was not finite, in how many env rows, from which env step: the
+update is replayed without gradients from the state it started in, so
+updates that are not skipped cost nothing), and after
+``max_consecutive_skipped_updates`` in a row the trainer raises
+:class:`Diverged`, keeping the last good parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from pathgrad.interruption import UpdateSnapshot
+
+__all__ = ["Diverged", "SkipWatch", "describe_skipped_update"]
+
+
+class Diverged(Exception):
+    """Training stopped after too many consecutive skipped updates (status ``diverged``)."""
+
+
+class SkipWatch:
+    """Counts skipped updates: in all, and in a row.
+
+    Args:
+        limit: Consecutive skipped updates that stop the run (0: never).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = int(limit)
+        self.total = 0
+        self.consecutive = 0
+        self.reported = False  # the first skip of the run was named
+
+    def record(self, skipped: bool) -> bool:
+        """Count one update; returns whether it is the first skip to name."""
+        if not skipped:
+            self.consecutive = 0
+            return False
+        self.total += 1
+        self.consecutive += 1
+        first, self.reported = not self.reported, True
+        return first
+
+    @property
+    def diverged(self) -> bool:
+        """Whether the updates skipped in a row reached the limit."""
+        return self.limit > 0 and self.consecutive >= self.limit
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "consecutive": self.consecutive, "reported": self.reported}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.total = int(state.get("total", 0))
+        self.consecutive = int(state.get("consecutive", 0))
+        self.reported = bool(state.get("reported", self.total > 0))
+
+
+def describe_skipped_update(
+    trainer: Any, snapshot: UpdateSnapshot, metrics: dict[str, float], steps: int
+) -> str:
+    """One line on why update ``trainer.num_updates`` was skipped.
+
+    The gradient's case comes from the update's metrics; what was not finite
+    in the rollout, from replaying its ``steps`` env steps without gradients
+    from ``snapshot`` (same parameters, same random draws), then restoring
+    the trainer's state. Envs without ``state_dict`` are not replayed.
+    """
+    update = f"update {trainer.num_updates} was skipped"
+    cause = _gradient_cause(trainer, metrics)
+    if snapshot.env is not None and steps > 0:
+        found = _replay(trainer, snapshot, steps)
+        if found:
+            return f"{update}: {found}; {cause}."
+    return f"{update}: {cause}."
+
+
+def _gradient_cause(trainer: Any, metrics: dict[str, float]) -> str:
+    if metrics.get("skipped_excessive_gradient"):
+        limit = getattr(trainer.algorithm.cfg, "max_grad_norm_before_clip", 0.0)
+        norm = metrics.get("grad_norm", math.nan)
+        if math.isfinite(norm):
+            return (
+                f"its gradient norm {norm:.3g} exceeds "
+                f"algorithm.cfg.max_grad_norm_before_clip ({limit:g})"
+            )
+    if not math.isfinite(metrics.get("loss", 0.0)):
+        return "its loss (the negated return) is not finite"
+    return "its policy gradient is not finite"
+
+
+def _replay(trainer: Any, snapshot: UpdateSnapshot, steps: int) -> str:
+    """What was not finite in the update's rollout, replayed; '' when all was finite."""
+    from pathgrad.interruption import UpdateSnapshot
+
+    now = UpdateSnapshot.take(trainer)
+    start_step = trainer.global_step - steps * trainer.global_num_envs
+    try:
+        snapshot.restore(trainer)
+        with torch.no_grad():
+            rollout = trainer.collector.collect(
+                steps, deterministic=trainer.cfg.deterministic_actions
+            )
+            rewards = ~torch.isfinite(rollout.rewards)  # [T, N]
+            observations = ~torch.isfinite(rollout.observations).flatten(2).all(-1)  # [T, N]
+            following = torch.stack([t.next_observation for t in rollout.transitions])
+            observations = observations | ~torch.isfinite(following).flatten(2).all(-1)
+    finally:
+        now.restore(trainer)
+    parts = []
+    num_envs = trainer.env.num_envs
+    for name, bad in (("reward", rewards), ("observation", observations)):
+        rows = int(bad.any(0).sum())
+        if rows:
+            first = int(bad.any(1).nonzero()[0, 0])
+            parts.append(
+                f"non-finite {name} in {rows} of {num_envs} envs from env step "
+                f"{start_step + first * trainer.global_num_envs:,}"
+            )
+    return ", ".join(parts)

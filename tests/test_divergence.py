@@ -1,0 +1,145 @@
+"""A run that diverges says so: the first skipped update named, a stop after too many."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pathgrad.divergence import Diverged, SkipWatch
+from pathgrad.envs import PointMass
+
+POISON_STEP = 20
+MODULE = f'''
+import torch
+from pathgrad import register_learning_env
+from pathgrad.envs import PointMass
+
+
+class PoisonedPointMass(PointMass):
+    """PointMass whose first two rows turn NaN at episode step {POISON_STEP} and stay NaN."""
+
+    def _dynamics(self, state, action):
+        next_state = super()._dynamics(state, action)
+        rows = torch.arange(self.num_envs, device=self.device) < 2
+        poison = rows & (self.elapsed_steps >= {POISON_STEP})
+        return {{
+            key: torch.where(poison.view(-1, *[1] * (value.dim() - 1)),
+                             torch.full_like(value, float("nan")), value)
+            for key, value in next_state.items()
+        }}
+
+
+register_learning_env("PoisonedPointMass", PoisonedPointMass)
+'''
+
+
+@pytest.fixture(scope="module")
+def poisoned(tmp_path_factory) -> type[PointMass]:
+    folder = tmp_path_factory.mktemp("module")
+    (folder / "poisoned_env.py").write_text(MODULE)
+    sys.path.insert(0, str(folder))
+    try:
+        import poisoned_env
+    finally:
+        sys.path.remove(str(folder))
+    return poisoned_env.PoisonedPointMass
+
+
+def trainer_on(env, tmp_path, **overrides):
+    from pathgrad.algo import APG, APGCfg
+    from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+    from pathgrad.policies import GaussianMLPPolicy
+
+    torch.manual_seed(0)
+    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True)
+    settings = {"segment_length": 4, "update_horizon": 8, "checkpoint_dir": str(tmp_path),
+                "max_consecutive_skipped_updates": 3, **overrides}  # fmt: skip
+    algorithm = APG(APGCfg(optimizer={"name": "adam", "learning_rate": 1e-2}), policy)
+    return DifferentiableTrainer(DifferentiableTrainerCfg(**settings), env, policy, algorithm)
+
+
+def test_skip_watch_counts_in_a_row_and_in_all():
+    watch = SkipWatch(limit=2)
+    assert [watch.record(s) for s in (True, False, True)] == [True, False, False]
+    assert (watch.total, watch.consecutive, watch.diverged) == (2, 1, False)
+    watch.record(True)
+    assert watch.diverged
+    restored = SkipWatch(limit=2)
+    restored.load_state_dict(watch.state_dict())
+    assert restored.state_dict() == watch.state_dict() and restored.diverged
+    never = SkipWatch(limit=0)
+    for _ in range(100):
+        never.record(True)
+    assert not never.diverged
+
+
+def test_the_first_skipped_update_is_named_and_the_run_stops_with_good_parameters(
+    poisoned, tmp_path
+):
+    env = poisoned(4, max_episode_steps=1000, seed=0)
+    trainer = trainer_on(env, tmp_path)
+    notices: list[str] = []
+    trainer.notify = notices.append
+    trainer.train(total_updates=2)  # 16 steps: all finite
+    good = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+    with pytest.raises(Diverged, match="3 updates in a row were skipped"):
+        trainer.train(total_updates=50)
+    # Update 3 takes the episodes' steps 17-24; rows 0 and 1 turn NaN in the step taken
+    # after 20 (its 5th, index 4): env step 2 * 8 * 4 + 4 * 4 = 80.
+    assert notices == [
+        "update 3 was skipped: non-finite reward in 2 of 4 envs from env step 80, "
+        "non-finite observation in 2 of 4 envs from env step 80; its loss (the negated "
+        "return) is not finite."
+    ]
+    assert trainer.num_updates == 5
+    for key, value in trainer.policy.state_dict().items():
+        assert torch.equal(value, good[key]), key
+    summary = trainer.get_summary()
+    assert (summary["skipped_updates"], summary["consecutive_skipped_updates"]) == (3, 3)
+    assert float(env.state_dict()["state"]["position"][0, 0]) != float(
+        env.state_dict()["state"]["position"][0, 0]
+    )  # the replay restored the env as it was: still NaN
+
+
+def test_an_excessive_gradient_is_named_with_its_limit(tmp_path):
+    env = PointMass(4, seed=0)
+    trainer = trainer_on(env, tmp_path, max_consecutive_skipped_updates=0)
+    trainer.algorithm.cfg.max_grad_norm_before_clip = 1e-9
+    notices: list[str] = []
+    trainer.notify = notices.append
+    trainer.train(total_updates=3)  # no limit: it trains on, skipping
+    (notice,) = notices
+    assert re.fullmatch(
+        r"update 1 was skipped: its gradient norm \S+ exceeds "
+        r"algorithm.cfg.max_grad_norm_before_clip \(1e-09\)\.",
+        notice,
+    ), notice
+    assert trainer.get_summary()["skipped_updates"] == 3
+
+
+def test_a_diverging_run_ends_diverged_with_its_own_exit_status(poisoned, tmp_path):
+    folder = Path(sys.modules[poisoned.__module__].__file__).parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(folder)}
+    result = subprocess.run(
+        [sys.executable, "-m", "pathgrad", "train", "env.module=poisoned_env",
+         "env.name=PoisonedPointMass", "env.num_envs=8", "env.cfg={max_episode_steps: 1000}",
+         "trainer.segment_length=8", "trainer.total_updates=200", "eval.frequency_steps=0",
+         "trainer.max_consecutive_skipped_updates=4"],
+        cwd=tmp_path, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    warning, diverged = result.stderr.strip().splitlines()
+    assert warning.startswith("pathgrad: warning: update 3 was skipped: non-finite reward in 2")
+    assert diverged.startswith("pathgrad: diverged: 4 updates in a row were skipped")
+    assert "diverged: 6 updates, 4 skipped, 384 env steps" in result.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "diverged" and summary["skipped_updates"] == 4
+    assert summary["latest_checkpoint_path"].endswith("_final_step_384.pt")
