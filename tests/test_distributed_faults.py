@@ -141,3 +141,26 @@ def test_killing_the_launcher_ends_its_ranks_with_a_final_checkpoint(tmp_path, l
     assert summary["status"] == "terminated"
     final = read_checkpoint(latest_checkpoint(run_dir / "checkpoints"))
     assert final["kind"] == "final" and final["num_updates"] == summary["num_updates"]
+
+
+@needs_proc
+def test_sigterm_to_the_launcher_stops_every_rank_with_a_final_checkpoint(tmp_path):
+    launcher = subprocess.Popen(
+        [*PATHGRAD, "train", "--nproc", "2", *SMALL, "trainer.total_updates=100000"],
+        cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: any(tmp_path.glob("runs/*/checkpoints/index.json")), 120, "a checkpoint")
+        launcher.send_signal(signal.SIGTERM)
+        _, stderr = launcher.communicate(timeout=90)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+    assert launcher.returncode == 143, stderr
+    assert "Traceback" not in stderr and "ChildFailedError" not in stderr, stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "terminated"
+    final = read_checkpoint(latest_checkpoint(run_dir / "checkpoints"))
+    assert final["kind"] == "final" and final["num_updates"] == summary["num_updates"]

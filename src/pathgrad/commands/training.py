@@ -427,7 +427,8 @@ def _run_training(
             )
             curve = _write_curve(run_dir) if main and keeps_files else None
             if writer is not None:
-                writer.close()
+                with contextlib.suppress(OSError):  # a full disk: the run's line says so
+                    writer.close()
             if wandb_run is not None:
                 wandb_run.finish()
     if not quiet:
@@ -530,5 +531,5 @@ def _write_curve(run_dir: Path) -> Path | None:
 
     try:
         return plot_runs([run_dir], run_dir / CURVE_FILE)
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):  # no records yet, or a disk that is full
         return None
