@@ -87,6 +87,26 @@ def test_a_config_module_registers_envs_for_train_eval_and_envs(tmp_path, user_c
     assert "MyPointMass" in listing and "PluginMass" in listing
 
 
+def test_the_command_finds_an_env_module_in_the_working_directory(tmp_path):
+    # As `python -m pathgrad` does; the console script puts its own folder first instead.
+    (tmp_path / "here_envs.py").write_text(MODULE.replace("MyPointMass", "HerePointMass"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+
+    def here(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([PATHGRAD, *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True)  # fmt: skip
+
+    fast = ["trainer.total_updates=1", "env.num_envs=4", "eval.frequency_steps=0", "--quiet"]
+    result = here("train", "env.module=here_envs", "env.name=HerePointMass", *fast)
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    for command in (["eval", str(run_dir)], ["resume", str(run_dir), "--total-updates", "2"],
+                    ["export", str(run_dir), "-o", "p.pt2"]):  # fmt: skip
+        result = here(*command)
+        assert result.returncode == 0, (command, result.stderr)
+
+
 def test_an_entry_point_registers_an_env_and_a_broken_one_only_warns(user_code):
     with pytest.warns(UserWarning, match="env plugin 'Broken = no_such_module:Env' failed"):
         names = get_registered_learning_env_names()

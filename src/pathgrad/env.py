@@ -34,6 +34,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
+import os
+import sys
 import types
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -174,8 +176,23 @@ def import_env_modules(modules: str | Sequence[str] | None) -> None:
     Raises:
         ImportError: Or any error the module raises while it is imported.
     """
-    for name in [modules] if isinstance(modules, str) else list(modules or ()):
+    names = [modules] if isinstance(modules, str) else list(modules or ())
+    if names:
+        _working_directory_importable()
+    for name in names:
         importlib.import_module(name)
+
+
+def _working_directory_importable() -> None:
+    """Modules in the working directory import, as under ``python -m pathgrad``.
+
+    The ``pathgrad`` command (a console script) has its own folder first on
+    ``sys.path``, not the working directory, where a user's env module lives.
+    """
+    here = os.getcwd()
+    if not any(entry in ("", here) for entry in sys.path):
+        sys.path.insert(0, here)
+        importlib.invalidate_caches()
 
 
 def get_registered_learning_env_names() -> list[str]:
