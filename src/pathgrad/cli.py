@@ -1,4 +1,4 @@
-"""The ``pathgrad`` command: train, resume, eval, plot, envs, export, render.
+"""The ``pathgrad`` command: train, resume, eval, plot, envs, configs, export, render.
 
 Exit status: 0 on success, 2 for a usage, config or file error (one line on
 stderr, nothing written or lost), 130 after SIGINT and 143 after SIGTERM (the
@@ -27,6 +27,7 @@ from pathgrad.commands import (
 )
 from pathgrad.commands.inspection import (
     command_envs,
+    command_configs,
     command_eval,
     command_export,
     command_plot,
@@ -129,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     plot.set_defaults(handler=command_plot)
 
     listing = commands.add_parser("envs", help="list the registered environments")
+    configs = commands.add_parser("configs", help="list the built-in configs (train NAME)")
+    configs.set_defaults(handler=command_configs)
+
     listing.add_argument(
         "--module", action="append", default=[], help="import a module that registers envs first"
     )

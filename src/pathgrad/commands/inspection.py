@@ -26,6 +26,7 @@ from pathgrad.state_checks import check_state_shapes
 
 __all__ = [
     "MAX_EVAL_EPISODES",
+    "command_configs",
     "command_envs",
     "command_eval",
     "command_export",
@@ -287,6 +288,22 @@ def command_envs(args: argparse.Namespace) -> int:
         table.add_column(column, justify="left" if column == "name" else "right")
     for name in get_registered_learning_env_names():
         table.add_row(name, *_env_sizes(name))
+    Console().print(table)
+    return 0
+
+
+def command_configs(args: argparse.Namespace) -> int:
+    """``pathgrad configs``: the shipped configs, with their env and algorithm."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pathgrad.builtin_configs import CONFIG_FOLDER, describe_builtin_configs
+
+    table = Table(title="built-in configs: pathgrad train NAME", caption=str(CONFIG_FOLDER))
+    for column in ("name", "env", "algorithm"):
+        table.add_column(column)
+    for row in describe_builtin_configs():
+        table.add_row(*row)
     Console().print(table)
     return 0
 

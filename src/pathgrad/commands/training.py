@@ -19,6 +19,7 @@ from typing import Any
 
 from pathgrad.atomic_files import remove_stale_temporaries
 from pathgrad.budgets import check_budget
+from pathgrad.builtin_configs import resolve_config
 from pathgrad.commands import (
     EXIT_DIVERGED,
     EXIT_SIGINT,
@@ -74,6 +75,8 @@ def command_train(args: argparse.Namespace) -> int:
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides.insert(0, config_path)  # the first override, not a file
         config_path = None
+    if config_path is not None:
+        config_path = _config_file(config_path)
     sweep = bool(args.seeds or args.grid)
     if sweep and getattr(args, "nproc", None) not in (None, 1):
         raise UsageError("--nproc cannot be combined with --seeds or --grid: sweep runs are "
@@ -96,6 +99,21 @@ def command_train(args: argparse.Namespace) -> int:
         config, entry, [], quiet=args.quiet, run_dir=None if run_dir is None else Path(run_dir)
     )
     return EXIT_CODES[status]
+
+
+def _config_file(argument: str) -> str:
+    """The config file ``train`` reads: the file given, or a built-in config of that name.
+
+    Raises:
+        ConfigError: If neither exists.
+    """
+    resolved = resolve_config(argument)
+    if resolved is None and not Path(argument).exists():
+        raise ConfigError(
+            f"cannot read config file '{argument}': no such file, and no built-in config of "
+            "that name (`pathgrad configs` lists them)."
+        )
+    return argument if resolved is None else str(resolved)
 
 
 def check_run_can_start(config: RunConfig) -> None:
