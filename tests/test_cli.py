@@ -259,6 +259,11 @@ MALFORMED = [
         "algorithm.cfg.gama: unknown key (did you mean 'gamma'?)",
     ),
     (
+        "algorithm:\n  cfg:\n    learning_rate: 0.1\n",
+        "algorithm.cfg.learning_rate: unknown key "
+        "(did you mean 'algorithm.cfg.optimizer.learning_rate'?)",
+    ),
+    (
         "algorithm:\n  cfg:\n    optimizer:\n      learning_rat: 0.1\n",
         "algorithm.cfg.optimizer.learning_rat: unknown key (did you mean 'learning_rate'?)",
     ),

@@ -25,9 +25,10 @@ from pathgrad.commands import (
     UsageError,
     signals_exit,
 )
+from pathgrad.commands.check_env import add_check_env_parser
 from pathgrad.commands.inspection import (
-    command_envs,
     command_configs,
+    command_envs,
     command_eval,
     command_export,
     command_plot,
@@ -129,14 +130,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     plot.set_defaults(handler=command_plot)
 
-    listing = commands.add_parser("envs", help="list the registered environments")
     configs = commands.add_parser("configs", help="list the built-in configs (train NAME)")
     configs.set_defaults(handler=command_configs)
 
+    listing = commands.add_parser("envs", help="list the registered environments")
     listing.add_argument(
         "--module", action="append", default=[], help="import a module that registers envs first"
     )
     listing.set_defaults(handler=command_envs)
+    add_check_env_parser(commands)
 
     render = commands.add_parser("render", help="episodes of a trained policy as a GIF or MP4")
     render.add_argument("target", help="run directory (latest checkpoint) or checkpoint file")

@@ -257,18 +257,39 @@ def default_experiment_name(env_name: str, algorithm_name: str) -> str:
 
 
 def _known_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
-    """Keys accepted at ``loc`` (the location of an unknown key) in ``model``."""
+    """Keys accepted at ``loc`` (the location of an unknown key) in ``model``.
+
+    Keys of the sections one level below count too (``optimizer.learning_rate``
+    for a ``learning_rate`` given beside it).
+    """
     for part in loc[:-1]:
-        field = model.model_fields.get(str(part))
-        annotation = field.annotation if field is not None else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        model = _section_model(model, str(part))
+        if model is None:
             return []
-        model = annotation
-    return list(model.model_fields)
+    keys = list(model.model_fields)
+    for name in list(keys):
+        nested = _section_model(model, name)
+        if nested is not None:
+            keys += [f"{name}.{key}" for key in nested.model_fields]
+    return keys
+
+
+def _section_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The model of field ``name`` when it is a section (optional sections too)."""
+    field = model.model_fields.get(name)
+    annotation = field.annotation if field is not None else None
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _did_you_mean(key: str, candidates: Sequence[str]) -> str:
-    matches = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.6)
+    nested = [name for name in candidates if name.rsplit(".", 1)[-1] == key and "." in name]
+    if nested:
+        return f" (did you mean '{nested[0]}'?)"
+    flat = [name for name in candidates if "." not in name]
+    matches = difflib.get_close_matches(key, flat, n=1, cutoff=0.6)
     return f" (did you mean '{matches[0]}'?)" if matches else ""
 
 
@@ -278,8 +299,11 @@ def _validation_message(error: ValidationError, model: type[BaseModel], prefix: 
     loc = [str(part) for part in first["loc"]]
     path = ".".join([prefix, *loc] if prefix else loc)
     if first["type"] == "extra_forbidden":
-        known = _known_keys(model, loc) if not prefix else []
-        return f"{path}: unknown key{_did_you_mean(loc[-1], known)}"
+        hint = _did_you_mean(loc[-1], _known_keys(model, loc))
+        if "." in hint:  # a key of a section below: named by its whole path
+            above = ".".join(part for part in (prefix, *loc[:-1]) if part)
+            hint = hint.replace(" '", f" '{above}." if above else " '", 1)
+        return f"{path}: unknown key{hint}"
     if first["type"] == "value_error":
         message = str(first["msg"]).removeprefix("Value error, ")
         return f"{path}: {message}" if path else message
@@ -386,16 +410,6 @@ def algorithm_config(config: RunConfig) -> Any:
     try:
         model.model_validate(config.algorithm.cfg)
     except ValidationError as error:
-        first = error.errors()[0]
-        if first["type"] == "extra_forbidden":
-            loc = [str(part) for part in first["loc"]]
-            nested = model
-            for part in loc[:-1]:
-                annotation = typing.get_args(nested.model_fields[part].annotation)[0]
-                nested = annotation
-            known = list(nested.model_fields)
-            path = ".".join(["algorithm.cfg", *loc])
-            raise ConfigError(f"{path}: unknown key{_did_you_mean(loc[-1], known)}") from error
         raise ConfigError(_validation_message(error, model, "algorithm.cfg")) from error
     values = {"device": config.env.device, **config.algorithm.cfg}
     try:

@@ -13,12 +13,9 @@ updates that are not skipped cost nothing), and after
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from pathgrad.interruption import UpdateSnapshot
 
 __all__ = ["Diverged", "SkipWatch", "describe_skipped_update"]
 
@@ -65,7 +62,7 @@ class SkipWatch:
 
 
 def describe_skipped_update(
-    trainer: Any, snapshot: UpdateSnapshot, metrics: dict[str, float], steps: int
+    trainer: Any, snapshot: Any, metrics: dict[str, float], steps: int
 ) -> str:
     """One line on why update ``trainer.num_updates`` was skipped.
 
@@ -97,11 +94,13 @@ def _gradient_cause(trainer: Any, metrics: dict[str, float]) -> str:
     return "its policy gradient is not finite"
 
 
-def _replay(trainer: Any, snapshot: UpdateSnapshot, steps: int) -> str:
-    """What was not finite in the update's rollout, replayed; '' when all was finite."""
-    from pathgrad.interruption import UpdateSnapshot
+def _replay(trainer: Any, snapshot: Any, steps: int) -> str:
+    """What was not finite in the update's rollout, replayed; '' when all was finite.
 
-    now = UpdateSnapshot.take(trainer)
+    ``snapshot``: the :class:`~pathgrad.interruption.UpdateSnapshot` taken
+    before the update.
+    """
+    now = type(snapshot).take(trainer)
     start_step = trainer.global_step - steps * trainer.global_num_envs
     try:
         snapshot.restore(trainer)

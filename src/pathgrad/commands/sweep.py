@@ -168,7 +168,7 @@ def command_resume_sweep(args: argparse.Namespace, sweep_dir: Path) -> int:
 
 def _check_cell(cell: dict[str, Any], config: Any) -> None:
     """Every check the cell's run makes before its first update; the error names the cell."""
-    from pathgrad.commands.training import check_run_can_start
+    from pathgrad.commands.start_checks import check_run_can_start
 
     try:
         check_run_can_start(config)

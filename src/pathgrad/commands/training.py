@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.atomic_files import remove_stale_temporaries
-from pathgrad.budgets import check_budget
 from pathgrad.builtin_configs import resolve_config
 from pathgrad.commands import (
     EXIT_DIVERGED,
@@ -31,6 +30,7 @@ from pathgrad.commands import (
     signals_raise,
 )
 from pathgrad.commands.resume_point import ResumePoint, choose_resume_point
+from pathgrad.commands.start_checks import check_budget_fits_schedule, run_budget
 from pathgrad.config import RunConfig, dump_config, load_config
 from pathgrad.config_sources import ConfigError
 from pathgrad.distributed import DataParallel, join, leave, torchrun_world_size
@@ -53,7 +53,7 @@ from pathgrad.run import (
 )
 from pathgrad.scalar_logging import eval_scalars, train_scalars
 
-__all__ = ["EXIT_CODES", "check_run_can_start", "command_resume", "command_train", "start_run"]
+__all__ = ["EXIT_CODES", "command_resume", "command_train", "start_run"]
 
 # A file the run cannot write, whatever its cause: the run ends in one line naming it.
 _WRITE_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO, errno.EACCES}
@@ -116,17 +116,6 @@ def _config_file(argument: str) -> str:
     return argument if resolved is None else str(resolved)
 
 
-def check_run_can_start(config: RunConfig) -> None:
-    """Every check a run makes before its first update, without writing anything.
-
-    Raises:
-        ConfigError: If a component rejects its configuration or the budget
-            does not fit the schedule.
-    """
-    objects = build_run(config, Path("<run directory>"), DataParallel())
-    _check_budget_fits_schedule(config, objects.trainer, ConfigError)
-
-
 def start_run(
     config: RunConfig,
     provenance: dict | list[str],
@@ -150,7 +139,7 @@ def start_run(
         # may fail: nothing is written yet
         objects = build_run(config, Path("<run directory>"), data_parallel)
         trainer = objects.trainer
-        _check_budget_fits_schedule(config, trainer, ConfigError)
+        check_budget_fits_schedule(config, trainer, ConfigError)
         trainer.interrupts.close()  # a signal now waits until it can end with a checkpoint
         with signals_raise(trainer.request_interrupt):
             created = Path(
@@ -232,7 +221,7 @@ def command_resume(args: argparse.Namespace) -> int:
             except (ValueError, FileNotFoundError) as error:
                 raise UsageError(str(error)) from error
         _check_new_budget(args, saved, trainer)
-        _check_budget_fits_schedule(config, trainer, UsageError)
+        check_budget_fits_schedule(config, trainer, UsageError)
         if data_parallel.is_main:
             if overrides:
                 write_config(run_dir, config)
@@ -309,20 +298,6 @@ def _check_new_budget(args: argparse.Namespace, saved: RunConfig, trainer: Any) 
                 f"{option} {value} is below the {done:,} {unit} this run has done; "
                 f"give at least {done}."
             )
-
-
-def _check_budget_fits_schedule(config: RunConfig, trainer: Any, error: type[Exception]) -> None:
-    """The schedule checks of ``train``'s start, made before the run's files are written."""
-    try:
-        check_budget(trainer, **{"total_timesteps": None, "total_updates": None, **_budget(config)})
-    except ValueError as problem:
-        raise error(f"algorithm.cfg.lr_scheduler: {problem}") from problem
-
-
-def _budget(config: RunConfig) -> dict[str, int]:
-    if config.trainer.total_updates is not None:
-        return {"total_updates": config.trainer.total_updates}
-    return {"total_timesteps": config.trainer.total_timesteps}
 
 
 def _init_wandb(config: RunConfig, run_dir: Path, resume: bool) -> Any:
@@ -407,7 +382,7 @@ def _run_training(
                     last_eval = trainer.last_eval_metrics.get("global_step")
                     for warning in metrics.resume_at(trainer.num_updates, last_eval):
                         _print_warning(warning)
-            budget = _budget(config)
+            budget = run_budget(config)
             unit = "updates" if "total_updates" in budget else "steps"
             progress = ProgressReporter(
                 next(iter(budget.values())),
