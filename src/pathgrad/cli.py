@@ -38,6 +38,7 @@ from pathgrad.commands.training import command_resume, command_train
 from pathgrad.config import ConfigError
 from pathgrad.distributed import DistributedError
 from pathgrad.distributed.launch import LAUNCHED_VARIABLE
+from pathgrad.env_contract import EnvContractError
 from pathgrad.parent_watch import watch_parent
 from pathgrad.run import RunDirectoryError
 
@@ -178,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         _report(f"pathgrad: config error: {error}")
         return EXIT_USAGE
-    except (UsageError, RunDirectoryError) as error:
+    except (UsageError, RunDirectoryError, EnvContractError) as error:
         _report(f"pathgrad: error: {error}")
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ import torch
 from pathgrad.action_bounds import action_space_bounds, clamp_action
 from pathgrad.compiled_rollout import CompiledRolloutChunks
 from pathgrad.env import DifferentiableVecEnv
+from pathgrad.env_contract import check_first_result
 from pathgrad.episodes import first_episode_mask
 from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
 from pathgrad.normalization import RunningObservationNormalizer
@@ -171,6 +172,7 @@ class DifferentiableCollector:
         self.action_adjoint_max_norm = float(action_adjoint_max_norm)
         self.record_action_adjoint_stats = bool(record_action_adjoint_stats)
         self._observation: torch.Tensor | None = None
+        self._reset_checked = self._step_checked = False
         self.compiled_chunks: CompiledRolloutChunks | None = None
         self.action_bounds = (
             action_space_bounds(env.single_action_space, self.device)
@@ -211,7 +213,11 @@ class DifferentiableCollector:
 
     def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset the env (seeded if given) and the collector's observation."""
-        self._observation, info = self.env.reset(seed=seed)
+        result = self.env.reset(seed=seed)
+        if not self._reset_checked:  # the first reset meets the contract, or training stops
+            check_first_result(self.env, "reset", result)
+            self._reset_checked = True
+        self._observation, info = result
         return self._observation, info
 
     def collect(
@@ -259,7 +265,11 @@ class DifferentiableCollector:
                 policy_output["action"] = action
             if stats is not None and action.requires_grad:
                 action.register_hook(self._adjoint_clipper(stats))
-            next_observation, reward, terminated, truncated, info = self.env.step(action)
+            result = self.env.step(action)
+            if not self._step_checked:
+                check_first_result(self.env, "step", result)
+                self._step_checked = True
+            next_observation, reward, terminated, truncated, info = result
             transition = DifferentiableTransition.from_step(
                 observation, policy_output, reward, terminated, truncated, next_observation, info
             )

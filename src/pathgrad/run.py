@@ -188,7 +188,7 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
         return build_learning_env(
             config.env.name, num_envs=num_envs, device=config.env.device, **kwargs
         )
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, FileNotFoundError) as error:
         label = "env.train_cfg / env.cfg" if training and config.env.train_cfg else "env.cfg"
         raise ConfigError(f"{label}: {error}") from error
 

@@ -21,6 +21,14 @@ from typing import Any
 
 from torch.autograd.gradcheck import GradcheckError
 
+from pathgrad.env_contract import (
+    Problem,
+    action_dim,
+    env_problems,
+    observation_dim,
+    reset_problems,
+    step_problems,
+)
 from pathgrad.envs.base import BatchedDifferentiableEnv
 from pathgrad.testing.behaviour import (
     Skipped,
@@ -29,14 +37,6 @@ from pathgrad.testing.behaviour import (
     check_rollout,
     check_state_dict,
     random_actions,
-)
-from pathgrad.testing.contract import (
-    Problem,
-    action_dim,
-    env_problems,
-    observation_dim,
-    reset_problems,
-    step_problems,
 )
 from pathgrad.testing.gradients import check_gradients
 

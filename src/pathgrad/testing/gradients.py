@@ -10,14 +10,14 @@ from typing import Any
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from pathgrad.envs.base import BatchedDifferentiableEnv
-from pathgrad.testing.contract import (
+from pathgrad.env_contract import (
     EnvCheckError,
     Problem,
     action_dim,
     env_dtype,
     step_problems,
 )
+from pathgrad.envs.base import BatchedDifferentiableEnv
 from pathgrad.testing.jacobians import finite_differences, jacobian, jacobians
 
 __all__ = ["check_env_gradients"]

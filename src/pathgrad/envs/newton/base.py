@@ -13,6 +13,7 @@ is one autograd function through :class:`~pathgrad.envs.newton.bridge.NewtonSimu
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
             )
         if int(num_envs) <= 0:
             raise ValueError(f"num_envs must be positive, got {num_envs}.")
-        self.model_file = model_file if model_file is not None else self.default_model_file
+        self.model_file = self._resolve_model_file(model_file)
         world = newton.ModelBuilder(gravity=self.gravity)
         self.build_world(world)
         if world.joint_count == 0:
@@ -136,6 +137,33 @@ class NewtonEnv(BatchedDifferentiableEnv):
             loader(str(path), **self.model_file_options())
         except Exception as error:  # noqa: BLE001 - a parser error of any kind is bad input
             raise ValueError(f"cannot load model_file '{path}': {error}") from error
+
+    def _resolve_model_file(self, given: str | Path | None) -> str | None:
+        """The model file: a relative one is found beside the module that defines the env.
+
+        A ``model_file`` given as an argument is taken relative to the working
+        directory first; ``default_model_file`` relative to its class's module.
+
+        Raises:
+            FileNotFoundError: Naming every place looked at, if none holds it.
+        """
+        if given is None and self.default_model_file is None:
+            return None
+        owner = type(self)
+        if given is None:
+            owner = next(k for k in type(self).__mro__ if "default_model_file" in vars(k))
+        path = Path(given if given is not None else self.default_model_file).expanduser()
+        if path.is_absolute():
+            candidates = [path]
+        else:
+            beside = Path(inspect.getfile(owner)).resolve().parent / path
+            candidates = [Path.cwd() / path, beside] if given is not None else [beside]
+        for candidate in candidates:
+            if candidate.is_file():
+                return str(candidate)
+        places = " nor ".join(f"'{candidate}'" for candidate in candidates)
+        raise FileNotFoundError(f"model_file: neither {places} exists." if len(candidates) > 1
+                                else f"model_file '{candidates[0]}' does not exist.")  # fmt: skip
 
     def model_file_options(self) -> dict[str, Any]:
         """Keyword arguments of ``add_mjcf``/``add_urdf`` for ``model_file``."""

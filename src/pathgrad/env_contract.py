@@ -2,7 +2,10 @@
 
 Every problem is a :class:`Problem`: the member (``reward``,
 ``info['metrics']['success']``, ``state['velocity']``) and what was expected
-against what came, as ``"reward: expected shape (4,), got (4, 1)"``.
+against what came, as ``"reward: expected shape (4,), got (4, 1)"``. The
+trainer's collector checks the first reset and step of every env it drives
+(:func:`check_first_result`, once: nothing later); :mod:`pathgrad.testing`
+checks all of it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from torch.autograd.gradcheck import GradcheckError
 
 __all__ = [
     "EnvCheckError",
+    "EnvContractError",
+    "check_first_result",
     "Problem",
     "action_dim",
     "env_dtype",
@@ -36,6 +41,32 @@ class EnvCheckError(GradcheckError):
 
     A :class:`~torch.autograd.gradcheck.GradcheckError`, as a wrong gradient is.
     """
+
+
+class EnvContractError(ValueError):
+    """An env's reset or step broke the contract the trainer relies on (one line)."""
+
+
+# What training reads of a reset or a step; metrics and state are checked by pathgrad.testing.
+_TRAINING_MEMBERS = ("reset()", "step()", "observation", "reward", "terminated", "truncated",
+                     "info['final_observation']", "reset() info")  # fmt: skip
+
+
+def check_first_result(env: Any, kind: str, result: Any) -> None:
+    """Check what the first ``reset`` or ``step`` (``kind``) of ``env`` returned.
+
+    Raises:
+        EnvContractError: Naming the env class, the member, what was expected
+            and what came, for the first problem (and how many more there are).
+    """
+    found = reset_problems(env, result) if kind == "reset" else step_problems(env, result)
+    problems = [problem for problem in found if problem.member in _TRAINING_MEMBERS]
+    if problems:
+        more = f" (and {len(problems) - 1} more: `pathgrad check-env` lists them)"
+        raise EnvContractError(
+            f"{type(env).__name__}.{kind}() broke the env contract: {problems[0]}"
+            f"{more if len(problems) > 1 else ''}."
+        )
 
 
 @dataclasses.dataclass(frozen=True)

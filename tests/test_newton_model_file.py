@@ -1,0 +1,83 @@
+"""A Newton env's relative model file is found beside its module; a missing one is one line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("newton")
+
+from pathgrad.envs.newton.reacher import ASSET  # noqa: E402
+
+PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
+MODULE = textwrap.dedent(
+    """
+    from pathgrad import register_learning_env
+    from pathgrad.envs.newton.reacher import NewtonReacher
+
+
+    @register_learning_env("MyArm")
+    class MyArm(NewtonReacher):
+        default_model_file = "{model}"   # beside this module
+    """
+)
+
+
+def user_code(folder: Path, model: str) -> Path:
+    code = folder / "code"
+    code.mkdir()
+    (code / "my_arm_env.py").write_text(MODULE.format(model=model))
+    shutil.copy(ASSET, code / "arm.xml")
+    return code
+
+
+def run(*args: str, cwd: Path, code: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(code)}
+    return subprocess.run([PATHGRAD, *args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def test_a_relative_model_file_is_found_beside_its_module_from_any_folder(tmp_path):
+    code = user_code(tmp_path, "arm.xml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run("check-env", "MyArm", "--module", "my_arm_env", "--no-gradients",
+                 cwd=elsewhere, code=code)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_missing_model_file_is_one_line_naming_where_it_was_looked_for(tmp_path):
+    code = user_code(tmp_path, "no_such_arm.xml")
+    result = run("train", "env.module=my_arm_env", "env.name=MyArm", "--quiet",
+                 cwd=tmp_path, code=code)  # fmt: skip
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line == (
+        f"pathgrad: config error: env.cfg: model_file '{code / 'no_such_arm.xml'}' does not exist."
+    )
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_given_relative_model_file_is_looked_for_here_then_beside_the_module(
+    tmp_path, monkeypatch
+):
+    from pathgrad.envs.newton.reacher import NewtonReacher
+
+    monkeypatch.chdir(tmp_path)
+    env = object.__new__(NewtonReacher)  # the lookup needs no model
+    beside = ASSET.parent.parent  # the folder of the module defining NewtonReacher
+    assert env._resolve_model_file("assets/planar_arm.xml") == str(ASSET)
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "planar_arm.xml").write_text("<mujoco/>")
+    here = env._resolve_model_file("assets/planar_arm.xml")
+    assert here == str(tmp_path / "assets" / "planar_arm.xml")
+    with pytest.raises(FileNotFoundError) as missing:
+        env._resolve_model_file("arms/x.xml")
+    assert str(missing.value) == (
+        f"model_file: neither '{tmp_path / 'arms/x.xml'}' nor '{beside / 'arms/x.xml'}' exists."
+    )
