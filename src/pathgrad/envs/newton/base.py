@@ -8,7 +8,9 @@ for the built-in envs. A subclass gives the model (:meth:`build_world`, or a
 distribution, reward, observation, termination, metrics and optional extra
 joint forces (only the reward is required: the initial state defaults to the
 model's pose and the observation to ``joint_q`` and ``joint_qd``). One env step
-is one autograd function through :class:`~pathgrad.envs.newton.bridge.NewtonSimulation`.
+is one autograd function through :class:`~pathgrad.envs.newton.bridge.NewtonSimulation`;
+:meth:`NewtonEnv.body_poses` and :meth:`NewtonEnv.body_point` give body poses
+and points of a state by Newton's forward kinematics, differentiable in torch.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 
 from pathgrad.envs.base import BatchedDifferentiableEnv, State
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
+from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
 
 __all__ = ["NewtonEnv"]
 
@@ -45,6 +48,12 @@ class NewtonEnv(BatchedDifferentiableEnv):
             drives, in action order; all joint DOFs that are not free joints by default.
         action_scale: Generalized force (N or N m) per unit action, a scalar or
             one per actuated DOF.
+        armature: Inertia (kg m^2, kg on sliders) added to every joint DOF's
+            diagonal of the mass matrix, a scalar or one per DOF of the world
+            (free joints included); ``None`` keeps the model's.
+        joint_damping: Passive damping (N m s/rad, N s/m) of every joint DOF,
+            evaluated by the solver at every substep, a scalar or one per DOF
+            (Featherstone ignores it on free joints); ``None`` keeps the model's.
         contacts: Detect contacts (ground plane, self-collision) every substep.
         solver_options: Keyword arguments of the solver.
         capture: Replay each step's Warp operations as captured graphs (the
@@ -54,7 +63,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
     Raises:
         FileNotFoundError: If ``model_file`` does not exist.
         ValueError: For a malformed model file, an unknown actuated joint, a
-            bad solver setting or a dtype other than float32.
+            bad solver, armature or damping setting or a dtype other than float32.
     """
 
     supported_dtypes = ("float32",)
@@ -74,6 +83,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
         dt: float = 1.0 / 60.0,
         actuated_joints: Sequence[str] | None = None,
         action_scale: float | Sequence[float] = 1.0,
+        armature: float | Sequence[float] | None = None,
+        joint_damping: float | Sequence[float] | None = None,
         contacts: bool = False,
         solver_options: dict[str, Any] | None = None,
         capture: bool = True,
@@ -91,6 +102,12 @@ class NewtonEnv(BatchedDifferentiableEnv):
         self.build_world(world)
         if world.joint_count == 0:
             raise ValueError(f"{type(self).__name__}: the model has no joints.")
+        for name, value, values in (
+            ("armature", armature, world.joint_armature),
+            ("joint_damping", joint_damping, world.joint_damping),
+        ):
+            if value is not None:
+                values[:] = _per_dof(name, value, world.joint_dof_count)
         builder = newton.ModelBuilder(gravity=self.gravity)
         builder.replicate(world, int(num_envs))
         if contacts:
@@ -109,6 +126,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
         self.coordinates = world.joint_coord_count
         self.dofs = world.joint_dof_count
         self.joint_labels = list(world.joint_label)
+        self.body_labels = list(world.body_label)
+        self._kinematics: NewtonKinematics | None = None
         self.actuated_dofs = self._actuated_dofs(world, actuated_joints)
         self._actuated_index = torch.as_tensor(self.actuated_dofs, device=torch.device(device))
         self.action_dim = len(self.actuated_dofs)
@@ -215,7 +234,13 @@ class NewtonEnv(BatchedDifferentiableEnv):
     # Physics -------------------------------------------------------------------------
 
     def extra_joint_forces(self, state: State) -> torch.Tensor | None:
-        """Generalized forces ``[N, dofs]`` computed in torch (differentiable), or ``None``."""
+        """Generalized forces ``[N, dofs]`` computed in torch (differentiable), or ``None``.
+
+        Evaluated once per env step, at the step's start state, and held over
+        all its substeps: a damping or stiffness term here is explicit at the
+        env step, less stable than the model's own (``joint_damping``), which
+        the solver evaluates every substep.
+        """
         return None
 
     def joint_forces(self, state: State, action: torch.Tensor) -> torch.Tensor:
@@ -225,6 +250,52 @@ class NewtonEnv(BatchedDifferentiableEnv):
         ).index_add(1, self._actuated_index, action * self.action_scale)
         extra = self.extra_joint_forces(state)
         return forces if extra is None else forces + extra
+
+    # Kinematics ----------------------------------------------------------------------
+
+    def body_poses(self, state: State) -> tuple[torch.Tensor, torch.Tensor]:
+        """World positions ``[n, bodies, 3]`` (m) and quaternions ``[n, bodies, 4]`` (xyzw)
+        of every body's frame, differentiable with respect to ``state["joint_q"]``.
+
+        Computed by ``newton.eval_fk`` (its adjoint by Warp's tape) for ``n`` up
+        to ``num_envs`` rows; with ``solver="semi_implicit"`` the state's own
+        ``body_q`` is returned. Bodies are in ``body_labels`` order.
+        """
+        if "body_q" in state:
+            poses = state["body_q"].view(state["body_q"].shape[0], -1, 7)
+            return poses[..., :3], poses[..., 3:]
+        joint_q = state["joint_q"]
+        num = joint_q.shape[0]
+        if num > self.num_envs:
+            raise ValueError(f"body_poses: at most num_envs={self.num_envs} rows, got {num}.")
+        if self._kinematics is None:
+            self._kinematics = NewtonKinematics(self.simulation.model, self.simulation.capture)
+        pad = self.default_joint_q.to(joint_q.dtype).expand(self.num_envs - num, -1)
+        poses = NewtonBodyPoses.apply(self._kinematics, torch.cat([joint_q, pad]))[:num]
+        return poses[..., :3], poses[..., 3:]
+
+    def body_point(self, state: State, body: str, offset: Sequence[float]) -> torch.Tensor:
+        """World positions ``[n, 3]`` of the point at ``offset`` (m, in ``body``'s frame).
+
+        ``body`` is a body label or its last ``/`` component (``"forearm"``).
+        """
+        index = self.body_index(body)
+        positions, quaternions = self.body_poses(state)
+        local = torch.as_tensor(offset, dtype=positions.dtype, device=positions.device)
+        return positions[:, index] + rotate(quaternions[:, index], local)
+
+    def body_index(self, body: str) -> int:
+        """The index of the body labelled ``body`` (or with that last ``/`` component)."""
+        matches = [
+            i
+            for i, label in enumerate(self.body_labels)
+            if label == body or label.rsplit("/", 1)[-1] == body
+        ]
+        if len(matches) != 1:
+            known = ", ".join(label.rsplit("/", 1)[-1] for label in self.body_labels)
+            problem = "is ambiguous" if matches else "does not exist"
+            raise ValueError(f"body '{body}' {problem}; bodies: {known}.")
+        return matches[0]
 
     def _initial_state(self, num: int) -> State:
         """Sampled initial states, with their body coordinates when the solver carries them."""
@@ -272,3 +343,16 @@ class NewtonEnv(BatchedDifferentiableEnv):
     def compile_step(self, **compile_kwargs: Any) -> None:
         """Refused: the step runs in Warp, outside PyTorch (``supports_torch_compile``)."""
         raise ValueError(f"{type(self).__name__} cannot be compiled: its step runs in Warp.")
+
+
+def _per_dof(name: str, value: float | Sequence[float], dofs: int) -> list[float]:
+    """``value`` as one non-negative float per DOF (a scalar is broadcast)."""
+    try:
+        values = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or one per DOF, got {value!r}.") from None
+    if values.ndim > 1 or (values.ndim == 1 and values.shape[0] != dofs):
+        raise ValueError(f"{name} must be a scalar or {dofs} values (one per DOF), got {value!r}.")
+    if not np.all(np.isfinite(values) & (values >= 0.0)):
+        raise ValueError(f"{name} must be finite and non-negative, got {value!r}.")
+    return np.broadcast_to(values, (dofs,)).tolist()

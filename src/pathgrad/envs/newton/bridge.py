@@ -35,7 +35,7 @@ import newton
 import torch
 import warp as wp
 
-__all__ = ["SOLVERS", "NewtonBodyStep", "NewtonSimulation", "NewtonStep"]
+__all__ = ["SOLVERS", "NewtonBodyStep", "NewtonSimulation", "NewtonStep", "run_captured"]
 
 SOLVERS = ("featherstone", "semi_implicit")
 
@@ -43,6 +43,28 @@ SOLVERS = ("featherstone", "semi_implicit")
 def _view(array: Any) -> torch.Tensor:
     """A torch tensor sharing ``array``'s memory (never a grad-requiring leaf)."""
     return wp.to_torch(array, requires_grad=False)
+
+
+def run_captured(
+    graphs: dict[str, Any],
+    name: str,
+    operations: Callable[[], None],
+    device: Any,
+    stream: Any = None,
+    capture: bool = True,
+) -> None:
+    """Run ``operations`` (on ``stream``), or replay their graph ``graphs[name]``, captured
+    on the first call when ``capture``."""
+    with contextlib.nullcontext() if stream is None else wp.ScopedStream(stream):
+        if not capture:
+            operations()
+            return
+        graph = graphs.get(name)
+        if graph is None:
+            with wp.ScopedCapture(device=device) as recording:
+                operations()
+            graph = graphs[name] = recording.graph
+        wp.capture_launch(graph)
 
 
 class NewtonSimulation:
@@ -145,18 +167,7 @@ class NewtonSimulation:
     # Warp operations on the fixed buffers ------------------------------------------------
 
     def _run(self, name: str, operations: Callable[[], None]) -> None:
-        """Run ``operations``, or replay their graph (captured on the first call)."""
-        scope = contextlib.nullcontext() if self._stream is None else wp.ScopedStream(self._stream)
-        with scope:
-            if not self.capture:
-                operations()
-                return
-            graph = self._graphs.get(name)
-            if graph is None:
-                with wp.ScopedCapture(device=self.model.device) as capture:
-                    operations()
-                graph = self._graphs[name] = capture.graph
-            wp.capture_launch(graph)
+        run_captured(self._graphs, name, operations, self.model.device, self._stream, self.capture)
 
     def _prepare(self, state: Any) -> None:
         """Clear ``state``'s forces and bring its bodies up to date with its joints."""

@@ -1,0 +1,101 @@
+"""Body poses of joint coordinates in torch, by Newton's forward kinematics.
+
+:class:`NewtonKinematics` evaluates ``newton.eval_fk`` on buffers allocated
+once and backpropagates it under a ``wp.Tape`` (both captured as Warp graphs,
+as the step's bridge does); :class:`NewtonBodyPoses` is the autograd function
+``joint_q [N, coordinates] -> body_q [N, bodies, 7]``.
+
+Conventions (Newton's): a pose is the world transform of the body's frame
+(not its centre of mass), position then quaternion ``(x, y, z, w)``; a hinge
+angle ``q`` rotates the child about the joint axis by ``q`` (right hand).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import newton
+import torch
+import warp as wp
+
+from pathgrad.envs.newton.bridge import run_captured
+
+__all__ = ["NewtonBodyPoses", "NewtonKinematics", "rotate"]
+
+
+class NewtonKinematics:
+    """Forward kinematics of every world of a model (``requires_grad=True``) and its adjoint.
+
+    Args:
+        model: A finalized ``newton.Model``.
+        capture: Replay the Warp operations as captured graphs.
+    """
+
+    def __init__(self, model: Any, capture: bool = True) -> None:
+        self.model, self.capture = model, bool(capture)
+        # On CUDA, Warp works on torch's current stream so the two stay ordered.
+        self.stream = wp.stream_from_torch(model.device.alias) if model.device.is_cuda else None
+        self._state = state = model.state(requires_grad=True)
+        self._joint_qd = wp.zeros_like(state.joint_qd)  # poses do not depend on velocities
+        self._q = wp.to_torch(state.joint_q, requires_grad=False)
+        self._body_q = wp.to_torch(state.body_q, requires_grad=False)
+        self._grad_q = wp.to_torch(state.joint_q.grad, requires_grad=False)
+        self._grad_body_q = wp.to_torch(state.body_q.grad, requires_grad=False)
+        self._graphs: dict[str, Any] = {}
+        self._tape: Any = None
+
+    def _run(self, name: str, operations: Any) -> None:
+        run_captured(self._graphs, name, operations, self.model.device, self.stream, self.capture)
+
+    def _fk(self) -> None:
+        newton.eval_fk(self.model, self._state.joint_q, self._joint_qd, self._state)
+
+    def _adjoint(self) -> None:
+        self._tape = wp.Tape()
+        with self._tape:
+            self._fk()
+        self._tape.backward()
+
+    def _zero_adjoint(self) -> None:
+        self._tape.zero()
+        for array in (self._state.joint_q, self._state.body_q, self._state.body_qd):
+            array.grad.zero_()
+
+    def poses(self, joint_q: torch.Tensor) -> torch.Tensor:
+        """Body poses ``[bodies, 7]`` of all worlds' joint coordinates (flat, detached)."""
+        self._q.copy_(joint_q.detach().reshape(-1))
+        self._run("fk", self._fk)
+        return self._body_q.clone()
+
+    def joint_adjoint(self, joint_q: torch.Tensor, grad_body_q: torch.Tensor) -> torch.Tensor:
+        """The adjoint of ``joint_q`` (flat) from that of the poses at ``joint_q``."""
+        self._q.copy_(joint_q.detach().reshape(-1))
+        self._grad_body_q.copy_(grad_body_q.reshape(self._grad_body_q.shape))
+        self._run("fk_adjoint", self._adjoint)
+        grad = self._grad_q.clone()
+        self._run("zero_fk_adjoint", self._zero_adjoint)
+        return grad
+
+
+class NewtonBodyPoses(torch.autograd.Function):
+    """``joint_q [worlds, coordinates] -> body_q [worlds, bodies, 7]`` by ``newton.eval_fk``;
+    ``joint_q`` must hold one row per world of the model."""
+
+    @staticmethod
+    def forward(ctx: Any, kinematics: NewtonKinematics, joint_q: torch.Tensor) -> torch.Tensor:
+        ctx.kinematics = kinematics
+        ctx.save_for_backward(joint_q)
+        return kinematics.poses(joint_q).view(joint_q.shape[0], -1, 7)
+
+    @staticmethod
+    def backward(ctx: Any, grad_poses: torch.Tensor) -> tuple[Any, ...]:
+        (joint_q,) = ctx.saved_tensors
+        grad = ctx.kinematics.joint_adjoint(joint_q, grad_poses.contiguous())
+        return None, grad.view(joint_q.shape)
+
+
+def rotate(quaternion: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
+    """``vector`` ``[..., 3]`` rotated by unit quaternions ``[..., 4]`` (x, y, z, w)."""
+    axis, w = quaternion[..., :3], quaternion[..., 3:]
+    twice = 2.0 * torch.linalg.cross(axis, vector.expand_as(axis), dim=-1)
+    return vector + w * twice + torch.linalg.cross(axis, twice, dim=-1)
