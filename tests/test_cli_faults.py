@@ -286,6 +286,7 @@ def test_the_outcome_names_a_stale_evaluation_as_the_last_one(capsys, tmp_path):
         global_step=4096,
         num_updates=8,
         last_eval_metrics={"global_step": 2048.0, "eval/avg_reward": -3.0},
+        skips=SimpleNamespace(total=0),
     )
     _print_outcome(trainer, "terminated", tmp_path, "final.pt", None, False)
     assert "last evaluation at step 2,048: return -3" in capsys.readouterr().out
