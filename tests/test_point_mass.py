@@ -76,6 +76,23 @@ def test_obstacle_penalty_matches_a_hand_computation_and_reports_penetration():
     assert reward[1].item() == free_reward[1].item()
     assert info["metrics"]["penetration"].tolist() == pytest.approx([0.15, 0.0])
     assert free_info["metrics"]["penetration"].tolist() == [0.0, 0.0]
+    # The deepest penetration of the episode, not the last step's, and the steps inside.
+    env.state = {**env.state, "position": torch.tensor([[0.9, 0.0], [0.9, 0.9]]).double()}
+    _, _, _, _, info = env.step(zero)
+    assert info["metrics"]["penetration"].tolist() == pytest.approx([0.15, 0.0])
+    assert info["metrics"]["collision_steps"].tolist() == [1.0, 0.0]
+
+
+def test_a_state_saved_before_the_episode_records_still_loads():
+    env = PointMass(3, seed=0)
+    env.reset(seed=0)
+    old = env.state_dict()
+    for key in ("max_penetration", "collision_steps"):
+        del old["state"][key]
+    env.step(torch.ones(3, 2))
+    env.load_state_dict(old)
+    assert env.state["max_penetration"].tolist() == [0.0, 0.0, 0.0]
+    assert torch.equal(env.state["position"], old["state"]["position"])
 
 
 def test_gradients_stay_finite_difference_exact_across_the_obstacle_boundary():

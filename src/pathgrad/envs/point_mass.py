@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -43,9 +44,11 @@ class PointMass(BatchedDifferentiableEnv):
 
     Observation (6): position, velocity, goal minus position (the obstacles
     are fixed, so the position locates them).
-    Metrics: ``final_distance`` (m), ``success`` (distance below
-    ``success_radius`` = 0.1 m) and ``penetration`` (deepest penetration, m),
-    of the state each step ends in.
+    Metrics: ``final_distance`` (m) and ``success`` (distance below
+    ``success_radius`` = 0.1 m) of the state each step ends in;
+    ``penetration`` (m), the deepest the mass has been inside an obstacle in
+    the episode so far, and ``collision_steps``, the steps it ended inside one
+    (both kept in the state, unobserved and without gradient).
     """
 
     observation_dim = 6
@@ -113,6 +116,9 @@ class PointMass(BatchedDifferentiableEnv):
             "position": self._outside_obstacles(self._uniform(-1.0, 1.0, num, 2)),
             "velocity": torch.zeros(num, 2, device=self.device, dtype=self.dtype),
             "goal": self._outside_obstacles(self._uniform(-1.0, 1.0, num, 2)),
+            # episode records for the metrics (not observed, no gradient)
+            "max_penetration": torch.zeros(num, device=self.device, dtype=self.dtype),
+            "collision_steps": torch.zeros(num, device=self.device, dtype=self.dtype),
         }
 
     def _penetration(self, position: torch.Tensor) -> torch.Tensor:
@@ -125,11 +131,23 @@ class PointMass(BatchedDifferentiableEnv):
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
         acceleration = self.max_force * action / self.mass - self.damping * state["velocity"]
         velocity = state["velocity"] + self.dt * acceleration
+        position = state["position"] + self.dt * velocity
+        depth = self._deepest(position.detach())
         return {
-            "position": state["position"] + self.dt * velocity,
+            "position": position,
             "velocity": velocity,
             "goal": state["goal"],
+            "max_penetration": torch.maximum(_record(state, "max_penetration", depth), depth),
+            "collision_steps": _record(state, "collision_steps", depth)
+            + (depth > 0).to(depth.dtype),
         }
+
+    def _deepest(self, position: torch.Tensor) -> torch.Tensor:
+        """Depth ``[N]`` of the deepest obstacle ``position`` is in (zero outside all)."""
+        penetration = self._penetration(position)
+        if not penetration.shape[-1]:
+            return position[..., 0] * 0
+        return penetration.amax(-1)
 
     def _distance(self, state: State) -> torch.Tensor:
         offset = state["goal"] - state["position"]
@@ -146,12 +164,26 @@ class PointMass(BatchedDifferentiableEnv):
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         offset = state["goal"] - state["position"]
         distance = offset.norm(dim=-1).detach()
-        penetration = self._penetration(state["position"].detach())
         return {
             "final_distance": distance,
             "success": (distance < self.success_radius).to(self.dtype),
-            "penetration": penetration.amax(-1) if penetration.shape[-1] else distance * 0,
+            "penetration": state["max_penetration"].detach(),  # deepest of the episode
+            "collision_steps": state["collision_steps"].detach(),
         }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a state; one saved before the episode records existed starts them at 0."""
+        saved = dict(state["state"])
+        rows = saved["position"].shape[0] if "position" in saved else self.num_envs
+        for key in ("max_penetration", "collision_steps"):
+            saved.setdefault(key, torch.zeros(rows, dtype=self.dtype))
+        super().load_state_dict({**state, "state": saved})
+
+
+def _record(state: State, key: str, like: torch.Tensor) -> torch.Tensor:
+    """An episode record of ``state``, zeros where a hand-made state lacks it."""
+    value = state.get(key)
+    return torch.zeros_like(like) if value is None else value.detach()
 
 
 register_learning_env("PointMass", PointMass)

@@ -1,20 +1,23 @@
 """Seeing a policy: episodes of a trained policy drawn into a GIF or an MP4.
 
 :func:`record_episodes` steps one env with the deterministic policy and keeps
-every state; :func:`write_animation` draws them (:mod:`pathgrad.rendering.drawings`)
-with the episode, step and return so far overlaid, through matplotlib's
-animation writers: Pillow for ``.gif``, ffmpeg (from the ``imageio-ffmpeg``
-package, or on ``PATH``) for ``.mp4``. The file is written under a temporary
-name in its folder (created where missing) and renamed, so an unwritable
-folder fails before anything is drawn and an interrupted render leaves no
-partial file.
+every state; :func:`write_animation` draws them (:mod:`pathgrad.rendering.drawings`
+chooses the drawing) with the episode, step and return so far overlaid, and
+writes the frames: Pillow for ``.gif``, ffmpeg (from the ``imageio-ffmpeg``
+package, or on ``PATH``) for ``.mp4``, fed raw RGBA frames through a pipe.
+One figure serves every frame, without matplotlib's animation (which draws
+each frame twice): what stays still (axes, ticks, labels, a ground) is drawn
+once and only the moving artists over it (blitting), until the limits change
+(:class:`~pathgrad.rendering.drawings.Backdrop`). The file is
+written under a temporary name in its folder (created where missing) and
+renamed, so an unwritable folder fails before anything is drawn and an
+interrupted render leaves no partial file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import secrets
 import shutil
@@ -23,11 +26,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from pathgrad.rendering.drawings import drawing_for, is_3d, observation_bars
+from pathgrad.rendering.drawings import scene_for
 
-__all__ = ["Frame", "record_episodes", "write_animation"]
+__all__ = ["Frame", "draw_frames", "record_episodes", "write_animation"]
 
 FORMATS = (".gif", ".mp4")
 
@@ -90,58 +94,98 @@ def write_animation(
         RuntimeError: For an MP4 without ffmpeg, or ffmpeg failing (its last line).
         OSError: If the output folder cannot be written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-
     output = Path(output)
     suffix = output.suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"cannot render to '{output.name}': give a .gif or .mp4 file name.")
     if not frames:
         raise ValueError("no frames to draw.")
-    if suffix == ".mp4":
-        matplotlib.rcParams["animation.ffmpeg_path"] = _ffmpeg()
+    ffmpeg = _ffmpeg() if suffix == ".mp4" else None
     try:
-        with _temporary_beside(output) as temporary, _quiet_movie_writer():
-            _draw_movie(env, frames, temporary, title, fps)
+        with _temporary_beside(output) as temporary:
+            _draw_movie(env, frames, temporary, title, fps, ffmpeg)
     except subprocess.CalledProcessError as error:
-        lines = (error.stderr or "").strip().splitlines() or [f"exit status {error.returncode}"]
+        stderr = error.stderr or b""
+        if isinstance(stderr, bytes):
+            stderr = stderr.decode(errors="replace")
+        lines = stderr.strip().splitlines() or [f"exit status {error.returncode}"]
         raise RuntimeError(f"ffmpeg could not write '{output}': {lines[-1]}") from error
     return output
 
 
-def _draw_movie(env: Any, frames: list[Frame], path: Path, title: str, fps: int) -> None:
-    import matplotlib.pyplot as plt
-    from matplotlib import animation
-
-    drawing = drawing_for(env)
-    figure = plt.figure(figsize=(5, 5))
-    axes = figure.add_subplot(projection="3d" if is_3d(env) else None)
+def draw_frames(env: Any, frames: list[Frame], title: str) -> Iterator[np.ndarray]:
+    """Each frame drawn: an RGBA image ``[height, width, 4]`` (a view, valid until the next)."""
+    scene = scene_for(env, frames)
     episodes = 1 + max(frame.episode for frame in frames)
+    for index, frame in enumerate(frames):
+        caption = (f"{title}\nepisode {frame.episode + 1}/{episodes}   step {frame.step}   "
+                   f"return {frame.episode_return:.2f}")  # fmt: skip
+        scene.draw(index, caption)
+        yield np.asarray(scene.figure.canvas.buffer_rgba())
 
-    def draw(index: int) -> list:
-        frame = frames[index]
-        axes.clear()
-        history = [f.state for f in frames[: index + 1] if f.episode == frame.episode]
-        if drawing is not None and frame.state:
-            drawing(env, frame.state, history, axes)
-        else:
-            observation_bars(frame.observation, axes)
-        axes.set_title(
-            f"{title}\nepisode {frame.episode + 1}/{episodes}   step {frame.step}   "
-            f"return {frame.episode_return:.2f}",
-            fontsize=10,
-        )
-        return []
 
-    gif = path.suffix.lower() == ".gif"
-    writer = animation.PillowWriter(fps=fps) if gif else animation.FFMpegWriter(fps)
+def _draw_movie(
+    env: Any, frames: list[Frame], path: Path, title: str, fps: int, ffmpeg: str | None
+) -> None:
+    images = draw_frames(env, frames, title)
+    if ffmpeg is None:
+        _write_gif(images, path, fps)
+    else:
+        _write_mp4(images, path, fps, ffmpeg)
+
+
+def _write_gif(images: Iterator[np.ndarray], path: Path, fps: int) -> None:
+    """Pillow's GIF: each frame reduced to 256 colours as it comes (fast octree)."""
+    from PIL import Image
+
+    paletted = [
+        Image.fromarray(rgba[..., :3]).quantize(256, method=Image.Quantize.FASTOCTREE)
+        for rgba in images
+    ]
+    paletted[0].save(path, format="GIF", save_all=True, append_images=paletted[1:],
+                     duration=int(1000 / fps), loop=0)  # fmt: skip
+
+
+def _write_mp4(images: Iterator[np.ndarray], path: Path, fps: int, ffmpeg: str) -> None:
+    """ffmpeg reading raw RGBA frames on its stdin, H.264 in yuv420p (even sizes).
+
+    Raises:
+        subprocess.CalledProcessError: If ffmpeg fails (its stderr attached).
+    """
+    process, broken = None, False
     try:
-        movie = animation.FuncAnimation(figure, draw, frames=len(frames), blit=False)
-        movie.save(str(path), writer=writer)
+        for rgba in images:
+            height, width = (rgba.shape[0] // 2) * 2, (rgba.shape[1] // 2) * 2
+            if process is None:
+                command = [ffmpeg, "-f", "rawvideo", "-vcodec", "rawvideo",
+                           "-s", f"{width}x{height}", "-pix_fmt", "rgba",
+                           "-framerate", str(fps), "-loglevel", "error", "-i", "pipe:",
+                           "-vcodec", "h264", "-pix_fmt", "yuv420p", "-y", str(path)]  # fmt: skip
+                process = subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                )  # fmt: skip
+            try:
+                process.stdin.write(np.ascontiguousarray(rgba[:height, :width]).tobytes())
+            except BrokenPipeError:
+                broken = True  # ffmpeg stopped reading: its status and last words below
+                break
+        if process is None:
+            return
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.close()
+        stderr = process.stderr.read()
+        if process.wait() != 0 or broken:
+            stderr = stderr or b"ffmpeg stopped reading the frames"
+            raise subprocess.CalledProcessError(process.returncode, process.args, None, stderr)
     finally:
-        plt.close(figure)
+        if process is not None and process.poll() is None:  # interrupted: stop ffmpeg
+            process.kill()
+            process.wait()
+        if process is not None:
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.close()
+            process.stderr.close()
 
 
 @contextlib.contextmanager
@@ -160,15 +204,3 @@ def _temporary_beside(output: Path) -> Iterator[Path]:
         os.replace(temporary, output)
     finally:
         temporary.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _quiet_movie_writer() -> Iterator[None]:
-    """matplotlib's copy of ffmpeg's messages on stderr silenced (its error says them)."""
-    logger = logging.getLogger("matplotlib.animation")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)

@@ -1,11 +1,24 @@
-"""How each built-in env looks: one function per env draws one state on matplotlib axes.
+"""How each env looks: a drawing per built-in env, an env's own hook, Newton bodies.
 
 A drawing takes the env (for its constants), the state of env row 0 as a
-dict of CPU tensors, the states so far (for trails) and the axes, and draws
-with plain matplotlib artists. Envs without a drawing of their own are shown
-as a bar chart of their observation. Newton envs share the drawing of their
-torch twin (cart-pole, reacher) or are projected (the Ant: its torso's path
-seen from above and its height).
+dict of CPU tensors, the states so far (this episode's, for trails) and the
+axes, and draws with plain matplotlib artists on axes cleared before each
+frame. What draws an env, first match wins:
+
+1. the env's own ``draw_frame(state, history, axes)`` method (any env: the
+   documented hook; a class attribute ``draw_frame_projection = "3d"`` asks for
+   3-D axes);
+2. the built-in drawing of its class, or of a base class for torch envs; the
+   Newton built-ins' drawings (cart-pole and reacher drawn as their torch
+   twins, the Ant's torso path from above) only for those exact classes, since
+   a subclass may load another model;
+3. any other ``NewtonEnv`` (a user's MJCF/URDF robot, a subclass of a built-in):
+   its bodies' shapes posed by forward kinematics
+   (:class:`~pathgrad.rendering.newton_bodies.NewtonBodiesScene`);
+4. otherwise, a bar chart of the observation.
+
+:func:`scene_for` wraps the chosen drawing in a scene: the figure and the
+artists that a movie updates frame by frame.
 """
 
 from __future__ import annotations
@@ -16,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DRAWINGS", "drawing_for", "is_3d"]
+__all__ = ["DRAWINGS", "DrawingScene", "drawing_for", "is_3d", "scene_for"]
 
 State = dict[str, torch.Tensor]
 Drawing = Callable[[Any, State, list[State], Any], None]
@@ -153,16 +166,177 @@ DRAWINGS: dict[str, Drawing] = {
     "NewtonAnt": _newton_ant,
 }
 _THREE_D = {"Quadrotor"}
+_NEWTON_PACKAGE = "pathgrad.envs.newton"
 
 
-def drawing_for(env: Any) -> Drawing | None:
-    """The drawing of ``env``'s class (or of a base class), ``None`` for none."""
-    for cls in type(env).__mro__:
-        if cls.__name__ in DRAWINGS:
-            return DRAWINGS[cls.__name__]
+def unwrapped(env: Any) -> Any:
+    """The env inside wrappers that keep it as ``.env`` (the env itself otherwise)."""
+    for _ in range(16):
+        inner = getattr(env, "env", None)
+        if inner is None or inner is env or not hasattr(inner, "step"):
+            return env
+        env = inner
+    return env
+
+
+def _hook(env: Any) -> Drawing | None:
+    method = getattr(type(env), "draw_frame", None)
+    if method is None or not callable(method):
+        return None
+    return lambda env, state, history, axes: env.draw_frame(state, history, axes)
+
+
+def _builtin(env: Any) -> Drawing | None:
+    cls = type(env)
+    if cls.__module__.startswith(_NEWTON_PACKAGE):  # a built-in Newton env: its own class only
+        return DRAWINGS.get(cls.__name__)
+    for base in cls.__mro__:
+        if base.__module__.startswith(_NEWTON_PACKAGE):
+            return None  # a user's NewtonEnv subclass: the generic drawing
+        if base.__name__ in DRAWINGS:
+            return DRAWINGS[base.__name__]
     return None
 
 
+def drawing_for(env: Any) -> Drawing | None:
+    """The drawing function of ``env``: its ``draw_frame`` hook or its class's built-in one.
+
+    ``None`` when there is neither: a ``NewtonEnv`` is then drawn from its
+    bodies (:func:`scene_for`), any other env as its observation's bars.
+    """
+    env = unwrapped(env)
+    return _hook(env) or _builtin(env)
+
+
 def is_3d(env: Any) -> bool:
-    """Whether the env is drawn on 3-D axes."""
+    """Whether the env is drawn on 3-D axes (its drawing function's)."""
+    env = unwrapped(env)
+    if _hook(env) is not None:
+        return getattr(type(env), "draw_frame_projection", None) == "3d"
     return any(cls.__name__ in _THREE_D for cls in type(env).__mro__)
+
+
+def new_figure(size: tuple[float, float]) -> Any:
+    """A matplotlib figure on its own Agg canvas (100 dpi; pyplot's state untouched)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=size, dpi=100)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _drawn(axes: Any) -> list[Any]:
+    """The artists a drawing added to ``axes``: lines, patches, collections, texts,
+    images, tables, other artists and the legend."""
+    groups = (axes.lines, axes.patches, axes.collections, axes.texts, axes.images,
+              axes.artists, axes.tables)  # fmt: skip
+    legend = [axes.legend_] if axes.legend_ is not None else []
+    return [artist for group in groups for artist in group] + legend
+
+
+def clear_drawn(axes: Any) -> None:
+    """Remove what a drawing added to ``axes``, keeping the axes themselves:
+    ``axes.clear()`` would rebuild the ticks and spines, which makes the next
+    draw of the figure 3x slower."""
+    for artist in _drawn(axes):
+        artist.remove()
+
+
+class Backdrop:
+    """Blitting: what does not move is drawn once per ``key``, the moving artists over it.
+
+    ``draw(key, moving)`` leaves the frame in the figure's canvas: when ``key``
+    (what the still part depends on: limits, labels) equals the last one, the
+    saved still part is restored and only ``moving`` is drawn on it (in zorder);
+    otherwise the figure is drawn without ``moving``, saved, and ``moving``
+    drawn over it. ``key=None`` draws the whole figure. On 3-D axes the moving
+    artists are drawn in zorder, not sorted by depth.
+    """
+
+    def __init__(self, figure: Any) -> None:
+        self.figure = figure
+        self._key: Any = None
+        self._saved: Any = None
+
+    def draw(self, key: Any, moving: list[Any]) -> None:
+        canvas = self.figure.canvas
+        if key is None:
+            for artist in moving:
+                artist.set_animated(False)
+            canvas.draw()
+            return
+        for artist in moving:
+            artist.set_animated(True)
+        if self._saved is None or key != self._key:
+            canvas.draw()  # everything but the moving artists
+            self._saved, self._key = canvas.copy_from_bbox(self.figure.bbox), key
+        else:
+            canvas.restore_region(self._saved)
+        for artist in sorted(moving, key=lambda artist: artist.get_zorder()):
+            if hasattr(artist, "do_3d_projection"):  # as Axes3D.draw does before drawing
+                artist.do_3d_projection()
+            self.figure.draw_artist(artist)
+
+
+def _still_key(axes: Any) -> tuple:
+    """What an axes' frame (panes, ticks, labels, spines) depends on."""
+    key = (axes.get_xlim(), axes.get_ylim(), axes.get_xlabel(), axes.get_ylabel(),
+           axes.get_aspect(), axes.get_xscale(), axes.get_yscale())  # fmt: skip
+    if axes.name == "3d":
+        key += (axes.get_zlim(), axes.get_zlabel(), axes.elev, axes.azim, axes.roll)
+    return key
+
+
+class DrawingScene:
+    """A drawing function as a scene: each frame removes what the last one drew and
+    draws again.
+
+    The caption is the axes' title. Limits the drawing does not set follow its
+    artists. What the drawing adds is drawn over a saved image of the rest
+    (axes, ticks, labels), drawn again only when the limits or labels change.
+    """
+
+    def __init__(self, env: Any, frames: list[Any], drawing: Drawing | None) -> None:
+        self.env, self.frames, self.drawing = env, frames, drawing
+        self.figure = new_figure((5.0, 5.0))
+        projection = None
+        if drawing is not None and _hook(env) is not None:
+            projection = getattr(type(env), "draw_frame_projection", None)
+        elif drawing is not None and is_3d(env):
+            projection = "3d"
+        if projection == "3d":
+            import mpl_toolkits.mplot3d  # noqa: F401  (registers the projection)
+        self.axes = self.figure.add_subplot(projection=projection)
+        self._backdrop = Backdrop(self.figure)
+
+    def draw(self, index: int, caption: str) -> None:
+        """Draw frame ``index`` anew, with ``caption`` above, into the canvas."""
+        frame, axes = self.frames[index], self.axes
+        clear_drawn(axes)
+        history = [f.state for f in self.frames[: index + 1] if f.episode == frame.episode]
+        if self.drawing is not None and frame.state:
+            self.drawing(self.env, frame.state, history, axes)
+        else:
+            observation_bars(frame.observation, axes)
+        axes.set_title(caption, fontsize=10)
+        if axes.name != "3d":
+            axes.relim()  # the data limits of this frame's artists only
+        self._backdrop.draw(_still_key(axes), [*_drawn(axes), axes.title])
+
+
+def scene_for(env: Any, frames: list[Any]) -> Any:
+    """The scene that draws ``frames`` of ``env`` (see the module docstring).
+
+    A scene has ``figure`` (on an Agg canvas) and ``draw(index, caption)``,
+    which leaves frame ``index`` drawn in the figure's canvas.
+    """
+    from pathgrad.rendering.newton_bodies import is_newton_env
+
+    inner = unwrapped(env)
+    drawing = drawing_for(inner)
+    if drawing is None and is_newton_env(inner) and frames and frames[0].state:
+        from pathgrad.rendering.newton_bodies import NewtonBodiesScene
+
+        return NewtonBodiesScene(inner, frames)
+    return DrawingScene(inner, frames, drawing)
