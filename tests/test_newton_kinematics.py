@@ -147,6 +147,19 @@ def test_armature_and_damping_reach_the_model_and_bad_values_are_named():
             Arm(1, **settings)
 
 
+def test_the_built_in_newton_envs_take_armature_and_damping_from_their_config():
+    from pathgrad.config import load_config
+    from pathgrad.run import build_env
+
+    for name in ("NewtonReacher", "NewtonCartPoleSwingUp"):
+        config = load_config(
+            None, [f"env.name={name}", "env.cfg={armature: 0.05, joint_damping: 0.2}"]
+        )
+        model = build_env(config, 1, 0).simulation.model
+        assert np.allclose(model.joint_armature.numpy(), 0.05), name
+        assert np.allclose(model.joint_damping.numpy(), 0.2), name
+
+
 def peak_speed(env, steps=20):
     """Largest |joint_qd| over ``steps`` unforced steps (inf once not finite)."""
     env.reset(seed=0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import newton
@@ -76,6 +76,8 @@ class NewtonAnt(NewtonEnv):
         dtype: str | torch.dtype = "float32",
         max_episode_steps: int | None = None,
         seed: int | None = None,
+        armature: float | Sequence[float] | None = None,
+        joint_damping: float | Sequence[float] | None = None,
     ) -> None:
         check_constants(
             positive={"gear": gear, "termination_height": termination_height},
@@ -104,6 +106,8 @@ class NewtonAnt(NewtonEnv):
             dtype=dtype,
             max_episode_steps=max_episode_steps,
             seed=seed,
+            armature=armature,
+            joint_damping=joint_damping,
         )
         rest = self.default_joint_q.clone()
         rest[:7] = torch.tensor([0.0, 0.0, 0.75, 0.0, 0.0, 0.0, 1.0])

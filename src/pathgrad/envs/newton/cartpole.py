@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,8 @@ class NewtonCartPoleSwingUp(NewtonEnv):
         dtype: str | torch.dtype = "float32",
         max_episode_steps: int | None = None,
         seed: int | None = None,
+        armature: float | Sequence[float] | None = None,
+        joint_damping: float | Sequence[float] | None = None,
     ) -> None:
         # The torch env holds the task (constants, reward, observation, metrics).
         self.task = CartPoleSwingUp(
@@ -87,6 +90,8 @@ class NewtonCartPoleSwingUp(NewtonEnv):
             dtype=dtype,
             max_episode_steps=max_episode_steps,
             seed=seed,
+            armature=armature,
+            joint_damping=joint_damping,
         )
 
     def build_world(self, builder: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ class NewtonReacher(NewtonEnv):
         dtype: str | torch.dtype = "float32",
         max_episode_steps: int | None = None,
         seed: int | None = None,
+        armature: float | Sequence[float] | None = None,
+        joint_damping: float | Sequence[float] | None = None,
     ) -> None:
         check_constants(
             positive={"max_torque": max_torque, "success_distance": success_distance},
@@ -76,6 +79,8 @@ class NewtonReacher(NewtonEnv):
             dtype=dtype,
             max_episode_steps=max_episode_steps,
             seed=seed,
+            armature=armature,
+            joint_damping=joint_damping,
         )
 
     def fingertip(self, joint_q: torch.Tensor) -> torch.Tensor:
