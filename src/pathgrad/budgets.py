@@ -9,13 +9,13 @@ from pathgrad.env import ScheduledDifferentiableVecEnv
 from pathgrad.utils import scheduler_needs_horizon
 
 if TYPE_CHECKING:
-    from pathgrad.differentiable_trainer import DifferentiableTrainer
+    from pathgrad.trainer_state import TrainerState
 
 __all__ = ["check_budget", "planned_updates"]
 
 
 def planned_updates(
-    trainer: DifferentiableTrainer, total_timesteps: int | None, total_updates: int | None
+    trainer: TrainerState, total_timesteps: int | None, total_updates: int | None
 ) -> tuple[int, int]:
     """Updates of the whole run and of this ``train`` call, for the LR schedule.
 
@@ -46,7 +46,7 @@ def planned_updates(
 
 
 def check_budget(
-    trainer: DifferentiableTrainer, total_timesteps: int | None, total_updates: int | None
+    trainer: TrainerState, total_timesteps: int | None, total_updates: int | None
 ) -> None:
     """Check, before anything is written, that the budget fits the LR schedule.
 

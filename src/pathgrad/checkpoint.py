@@ -26,13 +26,13 @@ from pathgrad.checkpoint_index import (
     index_entry,
     latest_checkpoint,
     read_index,
-    rebuild_index,
     record_in_index,
 )
+from pathgrad.checkpoint_index import rebuild_index as _rebuild_index_with
 from pathgrad.state_checks import check_state_shapes
 
 if TYPE_CHECKING:
-    from pathgrad.differentiable_trainer import DifferentiableTrainer
+    from pathgrad.trainer_state import TrainerState
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -132,6 +132,18 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return checkpoint
 
 
+def rebuild_index(directory: str | Path) -> list[dict[str, Any]]:
+    """Rewrite ``directory/index.json`` from the readable checkpoint files in it.
+
+    An existing index is kept as ``index.json.corrupt-<time>``; entries are
+    ordered by update, then save time.
+
+    Returns:
+        The new entries.
+    """
+    return _rebuild_index_with(directory, read_checkpoint)
+
+
 def _rng_state(device: torch.device) -> dict[str, Any]:
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
     if device.type == "cuda" and torch.cuda.is_available():
@@ -145,7 +157,7 @@ def _optional_state(component: Any) -> dict[str, Any] | None:
 
 
 def _save(
-    trainer: DifferentiableTrainer,
+    trainer: TrainerState,
     path: str | Path,
     extra: Mapping[str, Any],
     kind: str = "periodic",
@@ -179,7 +191,7 @@ def _save(
     payload = buffer.getbuffer()
     atomic_write(path, lambda handle: handle.write(payload))
     trainer.latest_checkpoint_path = str(path)
-    record_in_index(path, index_entry(checkpoint))
+    record_in_index(path, index_entry(checkpoint), read_checkpoint)
     return str(path)
 
 
@@ -194,7 +206,7 @@ def _check_component(
 
 
 def _load(
-    trainer: DifferentiableTrainer,
+    trainer: TrainerState,
     path: str | Path,
     resume_scheduler: str,
     *,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,16 +104,19 @@ def index_entry(checkpoint: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def record_in_index(path: Path, entry: dict[str, Any]) -> None:
+def record_in_index(
+    path: Path, entry: dict[str, Any], read: Callable[[Path], dict[str, Any]]
+) -> None:
     """Add (or replace) the entry of ``path`` and rewrite the index atomically.
 
     A malformed index is moved aside (``index.json.corrupt-<time>``) and
-    rebuilt from the checkpoint files first, so a save never fails on it.
+    rebuilt from the checkpoint files first (each read with ``read``, the
+    checkpoint format's reader), so a save never fails on it.
     """
     try:
         entries = read_index(path.parent)
     except ValueError:
-        entries = _rebuild_entries(path.parent, set_aside=True)
+        entries = _rebuild_entries(path.parent, read, set_aside=True)
     entries = [item for item in entries if item["file"] != path.name]
     entries.append({"file": path.name, **entry})
     _write_index(path.parent, entries)
@@ -140,30 +144,33 @@ def prune_checkpoints(directory: str | Path, keep_last: int, keep: set[str]) -> 
     return doomed
 
 
-def rebuild_index(directory: str | Path) -> list[dict[str, Any]]:
-    """Rewrite ``directory/index.json`` from the checkpoint files in it.
+def rebuild_index(
+    directory: str | Path, read: Callable[[Path], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Rewrite ``directory/index.json`` from the checkpoint files in it, read with ``read``.
 
     An existing index is kept as ``index.json.corrupt-<time>``; unreadable
     files are left out. Entries are ordered by update, then save time.
+    :func:`pathgrad.checkpoint.rebuild_index` passes the checkpoint reader.
 
     Returns:
         The new entries.
     """
     directory = Path(directory)
-    entries = _rebuild_entries(directory, set_aside=True)
+    entries = _rebuild_entries(directory, read, set_aside=True)
     _write_index(directory, entries)
     return entries
 
 
-def _rebuild_entries(directory: Path, *, set_aside: bool) -> list[dict[str, Any]]:
-    from pathgrad.checkpoint import read_checkpoint  # the file format lives there
-
+def _rebuild_entries(
+    directory: Path, read: Callable[[Path], dict[str, Any]], *, set_aside: bool
+) -> list[dict[str, Any]]:
     if set_aside:
         _set_aside(directory)
     entries = []
     for candidate in sorted(directory.glob("*.pt")):
         try:
-            checkpoint = read_checkpoint(candidate)
+            checkpoint = read(candidate)
         except (ValueError, OSError):
             continue
         entries.append({"file": candidate.name, **index_entry(checkpoint)})

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from pathgrad.differentiable_trainer import DifferentiableTrainer
+    from pathgrad.trainer_state import TrainerState
 
 __all__ = ["InterruptGate", "UpdateSnapshot"]
 
@@ -81,7 +81,7 @@ class UpdateSnapshot:
     rollout_index: int
 
     @classmethod
-    def take(cls, trainer: DifferentiableTrainer) -> UpdateSnapshot:
+    def take(cls, trainer: TrainerState) -> UpdateSnapshot:
         """Record the trainer's state before an update."""
         env_state = getattr(trainer.env, "state_dict", None)
         normalizer = trainer.observation_normalizer
@@ -94,7 +94,7 @@ class UpdateSnapshot:
             rollout_index=trainer._rollout_index,
         )
 
-    def restore(self, trainer: DifferentiableTrainer) -> None:
+    def restore(self, trainer: TrainerState) -> None:
         """Undo an interrupted update; envs without ``load_state_dict`` restart from a reset."""
         if self.env is not None:
             trainer.env.load_state_dict(self.env)

@@ -21,7 +21,7 @@ from pathgrad.distributed.sync import DataParallel
 from pathgrad.interruption import InterruptGate
 
 if TYPE_CHECKING:
-    from pathgrad.differentiable_trainer import DifferentiableTrainer
+    from pathgrad.trainer_state import TrainerState
 
 __all__ = [
     "SharedInterruptGate",
@@ -77,7 +77,7 @@ class SharedInterruptGate(InterruptGate):
             self._deferred = kinds[chosen[0]]
 
 
-def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
+def attach(trainer: TrainerState, data_parallel: DataParallel) -> None:
     """Make ``trainer`` one rank of ``data_parallel`` (nothing changes for a world of one).
 
     Raises:
@@ -131,7 +131,7 @@ def attach(trainer: DifferentiableTrainer, data_parallel: DataParallel) -> None:
     data_parallel.broadcast_modules(modules)
 
 
-def end_of_update(trainer: DifferentiableTrainer) -> None:
+def end_of_update(trainer: TrainerState) -> None:
     """Finish what the update's gradient average carried: episodes, interrupts, statistics.
 
     Finished episodes travel as a count; only updates where some rank finished
@@ -160,7 +160,7 @@ def _cpu(value: Any) -> Any:
     return value
 
 
-def _rank_state(trainer: DifferentiableTrainer) -> dict[str, Any]:
+def _rank_state(trainer: TrainerState) -> dict[str, Any]:
     state_dict = getattr(trainer.env, "state_dict", None)
     episodes = trainer.episodes.state_dict()
     rng: dict[str, Any] = {"torch": torch.get_rng_state()}
@@ -176,7 +176,7 @@ def _rank_state(trainer: DifferentiableTrainer) -> dict[str, Any]:
     )
 
 
-def rank_states(trainer: DifferentiableTrainer) -> dict[str, Any] | None:
+def rank_states(trainer: TrainerState) -> dict[str, Any] | None:
     """Every rank's own state for the checkpoint (on rank 0; ``None`` elsewhere and alone)."""
     data_parallel = trainer.data_parallel
     if not data_parallel.active:
@@ -195,7 +195,7 @@ def saved_world_size(checkpoint: dict[str, Any]) -> int:
     return int(saved["world_size"])
 
 
-def restore_rank_state(trainer: DifferentiableTrainer, checkpoint: dict[str, Any]) -> None:
+def restore_rank_state(trainer: TrainerState, checkpoint: dict[str, Any]) -> None:
     """Restore this rank's own env, random streams and episode sums (same world size)."""
     data_parallel = trainer.data_parallel
     if not data_parallel.active:
@@ -211,7 +211,7 @@ def restore_rank_state(trainer: DifferentiableTrainer, checkpoint: dict[str, Any
     trainer.episodes.running_length = state["running_length"].to(trainer.episodes.device)
 
 
-def fresh_rank_streams(trainer: DifferentiableTrainer) -> None:
+def fresh_rank_streams(trainer: TrainerState) -> None:
     """After a resume with another world size: this rank's own sampling stream."""
     from pathgrad.distributed.context import rank_seed
 

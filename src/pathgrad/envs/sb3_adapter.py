@@ -7,8 +7,6 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
-from pathgrad.envs.gymnasium_adapter import GymnasiumVectorEnv
-
 __all__ = ["SB3VecEnv"]
 
 
@@ -23,7 +21,9 @@ class SB3VecEnv(VecEnv):
     ``indices`` that leave some rows out.
     """
 
-    def __init__(self, vector_env: GymnasiumVectorEnv) -> None:
+    def __init__(self, vector_env: Any) -> None:
+        """``vector_env``: a same-step :class:`~pathgrad.envs.GymnasiumVectorEnv`
+        (:func:`pathgrad.envs.to_sb3` builds one; this module does not import it)."""
         self.vector_env = vector_env
         self.render_mode = None
         self._actions: np.ndarray | None = None

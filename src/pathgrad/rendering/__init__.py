@@ -8,7 +8,7 @@ package, or on ``PATH``) for ``.mp4``, fed raw RGBA frames through a pipe.
 One figure serves every frame, without matplotlib's animation (which draws
 each frame twice): what stays still (axes, ticks, labels, a ground) is drawn
 once and only the moving artists over it (blitting), until the limits change
-(:class:`~pathgrad.rendering.drawings.Backdrop`). The file is
+(:class:`~pathgrad.rendering.canvas.Backdrop`). The file is
 written under a temporary name in its folder (created where missing) and
 renamed, so an unwritable folder fails before anything is drawn and an
 interrupted render leaves no partial file.

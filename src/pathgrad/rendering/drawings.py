@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from pathgrad.rendering.canvas import Backdrop, new_figure
+
 __all__ = ["DRAWINGS", "DrawingScene", "drawing_for", "is_3d", "scene_for"]
 
 State = dict[str, torch.Tensor]
@@ -216,16 +218,6 @@ def is_3d(env: Any) -> bool:
     return any(cls.__name__ in _THREE_D for cls in type(env).__mro__)
 
 
-def new_figure(size: tuple[float, float]) -> Any:
-    """A matplotlib figure on its own Agg canvas (100 dpi; pyplot's state untouched)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=size, dpi=100)
-    FigureCanvasAgg(figure)
-    return figure
-
-
 def _drawn(axes: Any) -> list[Any]:
     """The artists a drawing added to ``axes``: lines, patches, collections, texts,
     images, tables, other artists and the legend."""
@@ -241,42 +233,6 @@ def clear_drawn(axes: Any) -> None:
     draw of the figure 3x slower."""
     for artist in _drawn(axes):
         artist.remove()
-
-
-class Backdrop:
-    """Blitting: what does not move is drawn once per ``key``, the moving artists over it.
-
-    ``draw(key, moving)`` leaves the frame in the figure's canvas: when ``key``
-    (what the still part depends on: limits, labels) equals the last one, the
-    saved still part is restored and only ``moving`` is drawn on it (in zorder);
-    otherwise the figure is drawn without ``moving``, saved, and ``moving``
-    drawn over it. ``key=None`` draws the whole figure. On 3-D axes the moving
-    artists are drawn in zorder, not sorted by depth.
-    """
-
-    def __init__(self, figure: Any) -> None:
-        self.figure = figure
-        self._key: Any = None
-        self._saved: Any = None
-
-    def draw(self, key: Any, moving: list[Any]) -> None:
-        canvas = self.figure.canvas
-        if key is None:
-            for artist in moving:
-                artist.set_animated(False)
-            canvas.draw()
-            return
-        for artist in moving:
-            artist.set_animated(True)
-        if self._saved is None or key != self._key:
-            canvas.draw()  # everything but the moving artists
-            self._saved, self._key = canvas.copy_from_bbox(self.figure.bbox), key
-        else:
-            canvas.restore_region(self._saved)
-        for artist in sorted(moving, key=lambda artist: artist.get_zorder()):
-            if hasattr(artist, "do_3d_projection"):  # as Axes3D.draw does before drawing
-                artist.do_3d_projection()
-            self.figure.draw_artist(artist)
 
 
 def _still_key(axes: Any) -> tuple:

@@ -222,7 +222,7 @@ class NewtonBodiesScene:
         from matplotlib.collections import LineCollection
         from matplotlib.patches import Polygon
 
-        from pathgrad.rendering.drawings import Backdrop, new_figure
+        from pathgrad.rendering.canvas import Backdrop, new_figure
 
         model = env.simulation.model
         self.frames = frames
