@@ -149,7 +149,13 @@ def _env_rows(env_name: str) -> list[str]:
     for name, parameter in _env_parameters(factory).items():
         if name in ENV_ARGUMENTS_OWNED_ELSEWHERE or name == "num_envs":
             continue
-        rows.append(_row(f"env.cfg.{name}", str(parameter.annotation), parameter.default))
+        rows.append(
+            _row(
+                f"env.cfg.{name}",
+                str(parameter.annotation).replace(" | ", " or "),
+                parameter.default,
+            )
+        )
     return rows
 
 
