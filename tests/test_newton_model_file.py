@@ -81,3 +81,21 @@ def test_a_given_relative_model_file_is_looked_for_here_then_beside_the_module(
     assert str(missing.value) == (
         f"model_file: neither '{tmp_path / 'arms/x.xml'}' nor '{beside / 'arms/x.xml'}' exists."
     )
+
+
+def test_a_config_file_s_relative_model_file_lies_beside_it(tmp_path, monkeypatch):
+    from pathgrad.config import _model_files_beside
+
+    (tmp_path / "robot").mkdir()
+    shutil.copy(ASSET, tmp_path / "robot" / "arm.xml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    data = {"env": {"cfg": {"model_file": "arm.xml"}, "train_cfg": {"model_file": "x.xml"}}}
+    _model_files_beside(data, tmp_path / "robot")  # as load_config does for robot/run.yaml
+    assert data["env"]["cfg"]["model_file"] == str(tmp_path / "robot" / "arm.xml")
+    assert data["env"]["train_cfg"]["model_file"] == "x.xml"  # found nowhere: left as given
+    (elsewhere / "arm.xml").write_text("<mujoco/>")  # the working directory's wins
+    data = {"env": {"cfg": {"model_file": "arm.xml"}}}
+    _model_files_beside(data, tmp_path / "robot")
+    assert data["env"]["cfg"]["model_file"] == "arm.xml"

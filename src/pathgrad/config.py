@@ -321,7 +321,25 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
             unknown env or algorithm.
     """
     data = read_yaml(Path(path)) if path is not None else {}
+    if path is not None:
+        _model_files_beside(data, Path(path).parent)
     return validate_config(merge_layers(default_document(), data, overrides))
+
+
+def _model_files_beside(data: dict[str, Any], folder: Path) -> None:
+    """A relative ``model_file`` of a config file that lies beside it names that file.
+
+    (Where the working directory has no such file; the run's ``config.yaml``
+    then records the absolute path, so ``resume`` finds it from anywhere.)
+    """
+    env = data.get("env") if isinstance(data, dict) else None
+    for section in ("cfg", "train_cfg"):
+        cfg = env.get(section) if isinstance(env, dict) else None
+        value = cfg.get("model_file") if isinstance(cfg, dict) else None
+        if isinstance(value, str) and not Path(value).is_absolute() and not Path(value).exists():
+            beside = folder / value
+            if beside.is_file():
+                cfg["model_file"] = str(beside.resolve())
 
 
 def default_document() -> dict[str, dict[str, Any]]:
