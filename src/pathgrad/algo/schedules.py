@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from pathgrad.utils import (
+from pathgrad.configclasses import (
     OPTIMIZER_NAMES,
     LRSchedulerCfg,
     OptimizerCfg,
