@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pathgrad.termination import Terminated
+
 __all__ = [
     "EXIT_DIVERGED",
     "EXIT_SIGINT",
@@ -37,10 +39,6 @@ class UsageError(ValueError):
 
 class RunFailed(Exception):
     """Training stopped on a fault it names (a file it cannot write): one line, exit status 1."""
-
-
-class Terminated(BaseException):
-    """Raised in the main thread when SIGTERM arrives."""
 
 
 @contextlib.contextmanager

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pathgrad.commands import Terminated
 from pathgrad.distributed.sync import DataParallel
 from pathgrad.interruption import InterruptGate
+from pathgrad.termination import Terminated
 
 if TYPE_CHECKING:
     from pathgrad.trainer_state import TrainerState
