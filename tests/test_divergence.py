@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,11 @@ register_learning_env("PoisonedPointMass", PoisonedPointMass)
 
 
 @pytest.fixture(scope="module")
-def poisoned(tmp_path_factory) -> type[PointMass]:
+def poisoned(tmp_path_factory) -> Iterator[type[PointMass]]:
+    import pathgrad.env
+
+    pathgrad.env.get_registered_learning_env_names()  # the built-in envs first
+    saved = dict(pathgrad.env._REGISTRY), dict(pathgrad.env._DISPLAY_NAMES)
     folder = tmp_path_factory.mktemp("module")
     (folder / "poisoned_env.py").write_text(MODULE)
     sys.path.insert(0, str(folder))
@@ -49,7 +54,9 @@ def poisoned(tmp_path_factory) -> type[PointMass]:
         import poisoned_env
     finally:
         sys.path.remove(str(folder))
-    return poisoned_env.PoisonedPointMass
+    yield poisoned_env.PoisonedPointMass
+    pathgrad.env._REGISTRY, pathgrad.env._DISPLAY_NAMES = saved  # the next tests' registry
+    sys.modules.pop("poisoned_env", None)
 
 
 def trainer_on(env, tmp_path, **overrides):

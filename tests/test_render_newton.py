@@ -13,7 +13,6 @@ newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad
 
 import warp as wp  # noqa: E402
 
-import pathgrad  # noqa: E402
 from pathgrad.cli import main  # noqa: E402
 from pathgrad.env import register_learning_env  # noqa: E402
 from pathgrad.envs import Pendulum  # noqa: E402
@@ -32,7 +31,6 @@ QUICK = ["trainer.total_updates=1", "env.num_envs=4", "eval.frequency_steps=0",
          "logging.tensorboard=false", "trainer.update_horizon=null"]  # fmt: skip
 
 
-@register_learning_env("RenderTestArm")
 class UserArm(NewtonReacher):
     """A user's robot: the built-in reacher under a new name (its drawing does not apply)."""
 
@@ -149,6 +147,13 @@ def test_the_ground_of_a_model_with_contacts_is_drawn_in_the_side_view():
 
 
 def test_pathgrad_render_writes_a_gif_of_a_user_newton_robot(tmp_path, monkeypatch, capsys):
+    import pathgrad.env
+
+    pathgrad.env.get_registered_learning_env_names()  # the built-in envs first
+    # registered for this test only: other tests (the config reference) list the registry
+    monkeypatch.setattr(pathgrad.env, "_REGISTRY", dict(pathgrad.env._REGISTRY))
+    monkeypatch.setattr(pathgrad.env, "_DISPLAY_NAMES", dict(pathgrad.env._DISPLAY_NAMES))
+    register_learning_env("RenderTestArm", UserArm)
     monkeypatch.chdir(tmp_path)
     config = str(ROOT / "configs/newton_reacher.yaml")
     run = pathgrad.train(config, [*QUICK, "env.name=RenderTestArm"]).run_dir
