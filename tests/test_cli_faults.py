@@ -280,7 +280,7 @@ def test_a_signal_during_start_up_ends_the_process_even_where_a_library_would_sw
 def test_the_outcome_names_a_stale_evaluation_as_the_last_one(capsys, tmp_path):
     from types import SimpleNamespace
 
-    from pathgrad.commands.training import _print_outcome
+    from pathgrad.commands.outcome import print_outcome
 
     trainer = SimpleNamespace(
         global_step=4096,
@@ -288,8 +288,8 @@ def test_the_outcome_names_a_stale_evaluation_as_the_last_one(capsys, tmp_path):
         last_eval_metrics={"global_step": 2048.0, "eval/avg_reward": -3.0},
         skips=SimpleNamespace(total=0),
     )
-    _print_outcome(trainer, "terminated", tmp_path, "final.pt", None, False)
+    print_outcome(trainer, "terminated", tmp_path, "final.pt", None, False)
     assert "last evaluation at step 2,048: return -3" in capsys.readouterr().out
     trainer.last_eval_metrics["global_step"] = 4096.0
-    _print_outcome(trainer, "completed", tmp_path, "final.pt", None, False)
+    print_outcome(trainer, "completed", tmp_path, "final.pt", None, False)
     assert "final evaluation at step 4,096" in capsys.readouterr().out

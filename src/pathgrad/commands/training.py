@@ -29,6 +29,13 @@ from pathgrad.commands import (
     signals_ignored,
     signals_raise,
 )
+from pathgrad.commands.outcome import (
+    final_writes,
+    print_outcome,
+    print_start,
+    print_warning,
+    write_curve,
+)
 from pathgrad.commands.resume_point import ResumePoint, choose_resume_point
 from pathgrad.commands.start_checks import check_budget_fits_schedule, run_budget
 from pathgrad.config import RunConfig, dump_config, load_config
@@ -40,7 +47,6 @@ from pathgrad.progress import ProgressReporter
 from pathgrad.provenance import invocation, record_invocation
 from pathgrad.run import (
     CONFIG_FILE,
-    CURVE_FILE,
     METRICS_FILE,
     SWEEP_FILE,
     MetricsLog,
@@ -49,7 +55,6 @@ from pathgrad.run import (
     create_given_run_dir,
     create_run_dir,
     write_config,
-    write_summary,
 )
 from pathgrad.scalar_logging import eval_scalars, train_scalars
 
@@ -210,7 +215,7 @@ def command_resume(args: argparse.Namespace) -> int:
             "the choice of checkpoint", lambda: _prepare_resume(run_dir, args)
         )
         for note in point.notes:
-            _print_warning(note)
+            print_warning(note)
         checkpoint = point.checkpoint
         objects = build_run(config, run_dir, data_parallel)
         trainer = objects.trainer
@@ -373,7 +378,7 @@ def _run_training(
         with signals_raise(trainer.request_interrupt):
             trainer.interrupts.close()  # set-up is not split: a signal waits for its end
             if main:
-                trainer.notify = _print_warning
+                trainer.notify = print_warning
                 wandb_run = _init_wandb(config, run_dir, resume)
                 writer = _open_writer(config, run_dir, trainer, resume)
                 trainer.writer = writer
@@ -381,7 +386,7 @@ def _run_training(
                 if resume:
                     last_eval = trainer.last_eval_metrics.get("global_step")
                     for warning in metrics.resume_at(trainer.num_updates, last_eval):
-                        _print_warning(warning)
+                        print_warning(warning)
             budget = run_budget(config)
             unit = "updates" if "total_updates" in budget else "steps"
             progress = ProgressReporter(
@@ -392,7 +397,7 @@ def _run_training(
                 quiet=quiet,
             )
             if not quiet:
-                _print_start(trainer)
+                print_start(trainer)
             trainer.callbacks[:] = [metrics, progress, *(callbacks or [])] if main else []
             started = True
             trainer.interrupts.open()  # raises a signal that came during start-up
@@ -415,114 +420,17 @@ def _run_training(
             if progress is not None:
                 progress.close()
             keeps_files = started or status != "failed"
-            final, error = _final_writes(
+            final, error = final_writes(
                 trainer, run_dir, status, write_failure, main=main, write=keeps_files
             )
-            curve = _write_curve(run_dir) if main and keeps_files else None
+            curve = write_curve(run_dir) if main and keeps_files else None
             if writer is not None:
                 with contextlib.suppress(OSError):  # a full disk: the run's line says so
                     writer.close()
             if wandb_run is not None:
                 wandb_run.finish()
     if not quiet:
-        _print_outcome(trainer, status, run_dir, final, curve, writer is not None)
+        print_outcome(trainer, status, run_dir, final, curve, writer is not None)
     if write_failure is not None:
-        raise RunFailed(error or _write_failure(write_failure, trainer, run_dir)) from write_failure
+        raise RunFailed(error or write_failure(write_failure, trainer, run_dir)) from write_failure
     return status
-
-
-def _print_warning(message: str) -> None:
-    print(f"pathgrad: warning: {message}", file=sys.stderr, flush=True)
-
-
-def _final_writes(
-    trainer: Any, run_dir: Path, status: str, failure: OSError | None, *, main: bool, write: bool
-) -> tuple[str | None, str | None]:
-    """The final checkpoint and the summary; returns the checkpoint and the error to report.
-
-    No final checkpoint after a failure with several ranks (the others may
-    be gone) or after a failure before the first update (nothing to keep).
-    A write that fails here (a full disk) leaves the last checkpoint as the
-    run's state and is reported instead of raised over the first error.
-    """
-    if not write:
-        return None, None
-    final = None
-    first = failure
-    wants_final = status != "failed" or not trainer.data_parallel.active
-    if wants_final and not (status == "failed" and trainer.num_updates == 0):
-        try:
-            final = trainer.save_checkpoint(kind="final")
-        except OSError as problem:
-            first = first or problem
-    error = None if first is None else _write_failure(first, trainer, run_dir)
-    if main:
-        try:
-            write_summary(run_dir, trainer, status, error)
-        except OSError as problem:
-            error = error or _write_failure(problem, trainer, run_dir)
-    return final, error
-
-
-def _write_failure(failure: OSError, trainer: Any, run_dir: Path) -> str:
-    """One line for a file the run could not write, and where the run stands."""
-    what = f"'{failure.filename}'" if failure.filename else "a file"
-    reason = (failure.strerror or str(failure)).lower()
-    last = trainer.latest_checkpoint_path
-    state = f"its last checkpoint {last} is intact" if last else "it has no checkpoint yet"
-    return (
-        f"cannot write {what}: {reason}; the run stopped after update {trainer.num_updates} and "
-        f"{state} (`pathgrad resume {run_dir}` once the cause is fixed)."
-    )
-
-
-def _print_start(trainer: Any) -> None:
-    print(f"torch threads: {trainer.num_threads} ({trainer.num_threads_reason})")
-    data_parallel = trainer.data_parallel
-    if data_parallel.active:
-        print(
-            f"data-parallel: {data_parallel.world_size} ranks ({data_parallel.backend}), "
-            f"{trainer.env.num_envs} envs each, {trainer.global_num_envs} in all"
-        )
-    if trainer.compile_scope != "off":
-        print(f"torch.compile: {trainer.compile_scope} ({trainer.compile_scope_reason})")
-
-
-def _print_outcome(
-    trainer: Any,
-    status: str,
-    run_dir: Path,
-    final: str | None,
-    curve: Path | None,
-    tensorboard: bool,
-) -> None:
-    last = trainer.last_eval_metrics
-    if last:
-        step = int(last["global_step"])
-        label = "final evaluation" if step == trainer.global_step else "last evaluation"
-        print(
-            f"{label} at step {step:,}: "
-            f"return {last.get('eval/avg_reward', float('nan')):.4g}, "
-            f"success rate {last.get('eval/success_rate', float('nan')):.2f}"
-        )
-    skipped = trainer.skips.total
-    note = f", {skipped} skipped" if skipped else ""
-    print(f"{status}: {trainer.num_updates} updates{note}, {trainer.global_step:,} env steps")
-    compiled = getattr(trainer, "compiled_update", None)
-    if compiled is not None and compiled.first_update_seconds is not None:
-        print(f"first compiled update: {compiled.first_update_seconds:.1f} s (compile included)")
-    print(f"run:        {run_dir}")
-    print(f"checkpoint: {final or trainer.latest_checkpoint_path}")
-    if curve is not None:
-        print(f"curve:      {curve}")
-    if tensorboard:
-        print(f"tensorboard --logdir {run_dir / 'tb'}")
-
-
-def _write_curve(run_dir: Path) -> Path | None:
-    from pathgrad.plotting import plot_runs
-
-    try:
-        return plot_runs([run_dir], run_dir / CURVE_FILE)
-    except (OSError, ValueError):  # no records yet, or a disk that is full
-        return None
