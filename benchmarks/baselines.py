@@ -96,8 +96,8 @@ def _evaluate(policy, env_name: str, seed: int, transform=None) -> float:
 
 
 def run_pathgrad(task: str, config_name: str, seed: int, overrides: list[str]) -> list[list[float]]:
-    from pathgrad.config import load_config
-    from pathgrad.run import build_run
+    from pathgrad.runs.config import load_config
+    from pathgrad.runs.run import build_run
 
     settings = [
         *overrides,
@@ -317,7 +317,7 @@ def check_settings(
     parser: argparse.ArgumentParser, tasks: list[str], methods: list[str], settings: list[str]
 ) -> None:
     """Stop with the config error before any run starts if ``--set`` breaks a config."""
-    from pathgrad.config import ConfigError, load_config
+    from pathgrad.runs.config import ConfigError, load_config
 
     for task in tasks:
         for method in methods:

@@ -17,7 +17,7 @@ import time
 import torch
 
 import pathgrad
-from pathgrad.threads import num_threads_argument, per_batch_size, use_num_threads
+from pathgrad.trainer.threads import num_threads_argument, per_batch_size, use_num_threads
 
 WINDOW = 32
 

@@ -60,9 +60,9 @@ Params = dict[str, torch.Tensor]
 
 def build(env_name: str, num_envs: int, seed: int, checkpoint: str | None = None):
     """Float64 env, policy (untrained as in the config, or a checkpoint's) and normalizer."""
-    from pathgrad.config import env_kwargs, load_config
     from pathgrad.env import build_learning_env
-    from pathgrad.run import build_policy
+    from pathgrad.runs.config import env_kwargs, load_config
+    from pathgrad.runs.run import build_policy
 
     normalizer = None
     if checkpoint is None:

@@ -22,7 +22,7 @@ import torch
 
 import pathgrad
 from pathgrad.envs.newton import NewtonAnt, NewtonCartPoleSwingUp
-from pathgrad.threads import num_threads_argument, per_batch_size, use_num_threads
+from pathgrad.trainer.threads import num_threads_argument, per_batch_size, use_num_threads
 
 sys.path.insert(0, str(Path(__file__).parent))
 from envs import WINDOW, window_seconds  # noqa: E402 - the window of benchmarks/envs.py

@@ -11,7 +11,7 @@ scope`` (``update``: the whole update compiled; ``rollout``: policy and env
 step fused in compiled chunks, loss and optimizer eager) one contender;
 compilation happens before timing and its seconds are printed.
 ``--compare-threads 1 2`` times the hand-written loop at each thread count
-instead (where intra-op threads start to pay: ``pathgrad.threads``).
+instead (where intra-op threads start to pay: ``pathgrad.trainer.threads``).
 
 Run: ``python benchmarks/overhead.py [--num-envs 16 64 1024] [--window 32]
 [--updates 60] [--repeats 7] [--env pendulum]
@@ -28,7 +28,7 @@ import time
 import torch
 
 import pathgrad
-from pathgrad.threads import num_threads_argument, per_batch_size, use_num_threads
+from pathgrad.trainer.threads import num_threads_argument, per_batch_size, use_num_threads
 
 GAMMA = 0.99
 LEARNING_RATE = 1e-3

@@ -43,8 +43,8 @@ def run_one(job: tuple[str, str, str, list[str], int]) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from pathgrad.config import load_config
-    from pathgrad.run import build_run
+    from pathgrad.runs.config import load_config
+    from pathgrad.runs.run import build_run
 
     task, algorithm, config_name, overrides, seed = job
     settings = [*overrides, f"trainer.seed={seed}", "trainer.save_frequency_updates=0"]

@@ -21,8 +21,8 @@ import os
 import signal
 import sys
 
-import pathgrad.atomic_files
-import pathgrad.trainer_evaluation
+import pathgrad.core.atomic_files
+import pathgrad.trainer.evaluation
 from pathgrad.cli import main
 from pathgrad.differentiable_trainer import DifferentiableTrainer
 
@@ -63,9 +63,9 @@ def install(fault: str, count: int) -> None:
             if fault == "kill_after_replace":
                 tick()
 
-        pathgrad.atomic_files.os.replace = faulty_replace
+        pathgrad.core.atomic_files.os.replace = faulty_replace
     elif fault in ("kill_in_eval", "sigterm_in_eval"):
-        evaluate = pathgrad.trainer_evaluation.evaluate_episodes
+        evaluate = pathgrad.trainer.evaluation.evaluate_episodes
         action = kill if fault == "kill_in_eval" else lambda: os.kill(os.getpid(), signal.SIGTERM)
         tick = _after(count, action)
 
@@ -82,7 +82,7 @@ def install(fault: str, count: int) -> None:
 
             return evaluate(*args, **{**kwargs, "on_step": on_step})
 
-        pathgrad.trainer_evaluation.evaluate_episodes = evaluate_with_fault
+        pathgrad.trainer.evaluation.evaluate_episodes = evaluate_with_fault
     elif fault == "sigint_in_update":
         build = DifferentiableTrainer.__init__
         tick = _after(count, lambda: os.kill(os.getpid(), signal.SIGINT))

@@ -10,7 +10,7 @@ import torch
 
 import pathgrad
 from pathgrad.commands import UsageError
-from pathgrad.config import ConfigError, load_config
+from pathgrad.runs.config import ConfigError, load_config
 
 FAST = ["trainer.total_updates=4", "env.num_envs=16", "eval.frequency_steps=1024",
         "eval.episodes=4", "eval.num_envs=4"]  # fmt: skip

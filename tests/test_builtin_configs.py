@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pathgrad.builtin_configs import CONFIG_FOLDER, builtin_config_names, resolve_config
+from pathgrad.runs.builtin_configs import CONFIG_FOLDER, builtin_config_names, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")

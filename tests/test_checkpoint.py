@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from helpers import build_point_mass_trainer, learning_state
-from pathgrad.atomic_files import atomic_write, remove_stale_temporaries
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint, read_index, rebuild_index
-from pathgrad.config import RunConfig
+from pathgrad.core.atomic_files import atomic_write, remove_stale_temporaries
 from pathgrad.policies import GaussianMLPPolicy
-from pathgrad.run import build_run
+from pathgrad.runs.config import RunConfig
+from pathgrad.runs.run import build_run
 
 TESTS = Path(__file__).parent
 
@@ -322,7 +322,7 @@ def test_retention_keeps_the_newest_periodic_the_best_and_the_final(tmp_path):
 
 
 def test_retention_must_not_be_negative():
-    from pathgrad.trainer_config import DifferentiableTrainerCfg
+    from pathgrad.trainer.config import DifferentiableTrainerCfg
 
     with pytest.raises(ValueError, match="keep_last_checkpoints cannot be negative"):
         DifferentiableTrainerCfg(keep_last_checkpoints=-1).validate()

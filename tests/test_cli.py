@@ -15,10 +15,10 @@ import torch
 
 from pathgrad import __version__ as PATHGRAD_VERSION
 from pathgrad.checkpoint import read_checkpoint, read_index
-from pathgrad.config import load_config
 from pathgrad.export import read_metadata
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import GaussianMLPPolicy
+from pathgrad.runs.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
@@ -368,11 +368,11 @@ def test_wandb_offline_logging_and_a_clear_error_without_wandb(tmp_path):
 
 
 def test_configuration_reference_is_up_to_date():
-    from pathgrad.config_reference import reference_markdown
+    from pathgrad.runs.config_reference import reference_markdown
 
     generated = reference_markdown()
     assert (ROOT / "docs" / "configuration.md").read_text() == generated, (
-        "run: python -m pathgrad.config_reference > docs/configuration.md"
+        "run: python -m pathgrad.runs.config_reference > docs/configuration.md"
     )
     config = load_config(None).model_dump()
     for section, values in config.items():

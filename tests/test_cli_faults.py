@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from pathgrad.checkpoint import read_index
-from pathgrad.config import load_config
-from pathgrad.run import RunLock, create_run_dir
+from pathgrad.runs.config import load_config
+from pathgrad.runs.run import RunLock, create_run_dir
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 import pathgrad
-from pathgrad import atomic_files
 from pathgrad.cli import main
+from pathgrad.core import atomic_files
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -25,7 +25,7 @@ OUTPUTS = {"eval": [], "export": ["-o", "policy.pt2"], "render": ["-o", "rollout
 # A child process, as torch's zip writer aborts the process it runs in on a failing write.
 FULL_DISK = """
 import errno, os, sys
-from pathgrad import atomic_files
+from pathgrad.core import atomic_files
 from pathgrad.cli import main
 
 class Full:

@@ -7,6 +7,7 @@ import torch
 
 from helpers import build_point_mass_trainer, learning_state
 from pathgrad.collector import DifferentiableCollector
+from pathgrad.compiled.rollout import CompiledRolloutChunks
 from pathgrad.envs import Pendulum, PointMass
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import GaussianMLPPolicy
@@ -23,7 +24,15 @@ def _collector(fused_chunk_steps: int | None) -> DifferentiableCollector:
         env, policy, "cpu", observation_normalizer=normalizer, clip_actions_to_space=True
     )
     if fused_chunk_steps is not None:
-        collector.compile_chunks(fused_chunk_steps)
+        collector.use_compiled_chunks(
+            CompiledRolloutChunks(
+                env,
+                policy,
+                fused_chunk_steps,
+                observation_normalizer=normalizer,
+                action_bounds=collector.action_bounds,
+            )
+        )
     collector.reset(seed=4)
     return collector
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from helpers import build_point_mass_trainer, learning_state
-from pathgrad.compiled_update import CompiledAPGUpdate, _adam_constants
+from pathgrad.compiled.update import CompiledAPGUpdate, _adam_constants
 
 
 def _uncompiled(trainer):

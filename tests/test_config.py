@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pathgrad.config import ConfigError, default_experiment_name, dump_config, load_config
+from pathgrad.runs.config import ConfigError, default_experiment_name, dump_config, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,7 +130,7 @@ def test_seeds_must_fit_torch():
 
 
 def test_the_default_policy_respects_the_action_space():
-    from pathgrad.run import build_run
+    from pathgrad.runs.run import build_run
 
     for name in ("point_mass", "reacher", "reacher_shac", "pendulum", "quadrotor"):
         config = load_config(ROOT / "configs" / f"{name}.yaml", ["env.num_envs=4"])
@@ -148,7 +148,7 @@ def test_the_default_policy_respects_the_action_space():
 
 
 def test_layer_norm_switches_reach_the_policy_and_the_critic():
-    from pathgrad.run import build_run
+    from pathgrad.runs.run import build_run
 
     def norms(network: torch.nn.Module) -> list[tuple[int, ...]]:
         return [m.normalized_shape for m in network.modules() if isinstance(m, torch.nn.LayerNorm)]
@@ -169,7 +169,7 @@ def test_layer_norm_switches_reach_the_policy_and_the_critic():
 
 
 def test_train_cfg_reaches_the_training_envs_only(tmp_path):
-    from pathgrad.run import build_run
+    from pathgrad.runs.run import build_run
 
     config = load_config(
         None,

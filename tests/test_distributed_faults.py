@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
-from pathgrad.run import RunLock
+from pathgrad.runs.run import RunLock
 from test_distributed import TORCHRUN, wait_for
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pathgrad.divergence import Diverged, SkipWatch
 from pathgrad.envs import PointMass
+from pathgrad.trainer.divergence import Diverged, SkipWatch
 
 POISON_STEP = 20
 MODULE = f'''

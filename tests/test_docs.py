@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pathgrad.builtin_configs import builtin_config_names
 from pathgrad.cli import _parser
+from pathgrad.runs.builtin_configs import builtin_config_names
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pathgrad.config import ConfigError, load_config
 from pathgrad.env import get_registered_learning_env_names
+from pathgrad.runs.config import ConfigError, load_config
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pathgrad.episodes import EpisodeTracker, last_done_before, restarting_discounts
+from pathgrad.core.episodes import EpisodeTracker, last_done_before, restarting_discounts
 
 
 def random_dones(steps: int, envs: int, seed: int) -> torch.Tensor:

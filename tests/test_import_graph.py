@@ -1,4 +1,7 @@
-"""pathgrad's modules import each other without cycles (type-only and lazy imports count)."""
+"""pathgrad's modules import each other without cycles and only downwards through the layers.
+
+Type-only and lazy imports count. The layers are those of docs/architecture.md.
+"""
 
 from __future__ import annotations
 
@@ -80,7 +83,7 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 
 def test_no_module_imports_another_in_a_circle():
     graph = import_graph()
-    assert "pathgrad.run" in graph["pathgrad.commands.training"]  # the graph sees imports
+    assert "pathgrad.runs.run" in graph["pathgrad.commands.training"]  # the graph sees imports
     assert "pathgrad.differentiable_trainer" not in graph["pathgrad.checkpoint"]
     assert cycles(graph) == []
 
@@ -88,3 +91,80 @@ def test_no_module_imports_another_in_a_circle():
 def test_the_check_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [frozenset({"a", "b", "c"})]
+
+
+# Bottom to top; a module may import its own layer and those below it. A module belongs to the
+# layer of the longest prefix naming it.
+LAYERS = (
+    ("core", ("pathgrad.core",)),
+    ("env", ("pathgrad.env", "pathgrad.envs")),
+    (
+        "reference core",
+        (
+            "pathgrad.policies",
+            "pathgrad.normalization",
+            "pathgrad.gradients",
+            "pathgrad.collector",
+            "pathgrad.evaluation",
+            "pathgrad.checkpoint",
+            "pathgrad.utils",
+            "pathgrad.algo",
+        ),
+    ),
+    ("compiled", ("pathgrad.compiled",)),
+    ("trainer", ("pathgrad.trainer", "pathgrad.differentiable_trainer", "pathgrad.distributed")),
+    ("runs", ("pathgrad.runs",)),
+    (
+        "entry points",
+        (
+            "pathgrad",
+            "pathgrad.__main__",
+            "pathgrad.api",
+            "pathgrad.cli",
+            "pathgrad.console",
+            "pathgrad.export",
+            "pathgrad.commands",
+            "pathgrad.rendering",
+            "pathgrad.testing",
+        ),
+    ),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of the longest prefix naming ``module``, or None."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            below = prefix != "pathgrad" and module.startswith(prefix + ".")  # the package alone
+            named = module == prefix or below
+            if named and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if layer_of(target) > layer_of(module):
+                below, above = LAYERS[layer_of(module)][0], LAYERS[layer_of(target)][0]
+                found.append(f"{module} ({below}) imports {target} ({above})")
+    return found
+
+
+def test_every_module_has_a_layer():
+    assert [name for name in import_graph() if layer_of(name) is None] == []
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_check_finds_an_upward_import():
+    graph = {"pathgrad.checkpoint": {"pathgrad.runs.run"}, "pathgrad.runs.run": set()}
+    assert upward_imports(graph) == [
+        "pathgrad.checkpoint (reference core) imports pathgrad.runs.run (runs)"
+    ]
+    assert layer_of("pathgrad.envs.newton.bridge") == 1
+    assert layer_of("pathgrad.environment") is None  # a prefix names whole modules only

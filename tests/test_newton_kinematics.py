@@ -148,8 +148,8 @@ def test_armature_and_damping_reach_the_model_and_bad_values_are_named():
 
 
 def test_the_built_in_newton_envs_take_armature_and_damping_from_their_config():
-    from pathgrad.config import load_config
-    from pathgrad.run import build_env
+    from pathgrad.runs.config import load_config
+    from pathgrad.runs.run import build_env
 
     for name in ("NewtonReacher", "NewtonCartPoleSwingUp"):
         config = load_config(

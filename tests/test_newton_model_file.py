@@ -84,7 +84,7 @@ def test_a_given_relative_model_file_is_looked_for_here_then_beside_the_module(
 
 
 def test_a_config_file_s_relative_model_file_lies_beside_it(tmp_path, monkeypatch):
-    from pathgrad.config import _model_files_beside
+    from pathgrad.runs.config import _model_files_beside
 
     (tmp_path / "robot").mkdir()
     shutil.copy(ASSET, tmp_path / "robot" / "arm.xml")

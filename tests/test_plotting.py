@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from pathgrad.plotting import learning_curve_figure, plot_runs, run_label
+from pathgrad.runs.plotting import learning_curve_figure, plot_runs, run_label
 
 
 def write_run(folder: Path, *, evaluations: bool, seed: int = 0, env: str = "Pendulum") -> Path:

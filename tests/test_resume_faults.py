@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import pathgrad.checkpoint as checkpoint_module
-import pathgrad.run as run_module
+import pathgrad.runs.run as run_module
 from pathgrad.checkpoint import read_checkpoint, read_index
 from pathgrad.cli import main
 from test_cli_faults import FAST, assert_usage_error, pathgrad, snapshot

@@ -18,8 +18,8 @@ from pathgrad.cli import main
 from pathgrad.commands import UsageError
 from pathgrad.commands.sweep import sweep_combinations
 from pathgrad.commands.sweep_record import cell_names, run_dir_state
-from pathgrad.parent_watch import PARENT_PID_VARIABLE
-from pathgrad.run import read_metrics
+from pathgrad.core.parent_watch import PARENT_PID_VARIABLE
+from pathgrad.runs.run import read_metrics
 
 PATHGRAD = [sys.executable, "-m", "pathgrad"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -13,8 +13,8 @@ import pytest
 
 from pathgrad.commands import UsageError
 from pathgrad.commands.sweep import sweep_combinations
-from pathgrad.plotting import learning_curve_figure
-from pathgrad.seed_groups import group_by_config, seed_band
+from pathgrad.runs.plotting import learning_curve_figure
+from pathgrad.runs.seed_groups import group_by_config, seed_band
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 FAST = ["trainer.total_updates=3", "env.num_envs=16", "eval.frequency_steps=512",

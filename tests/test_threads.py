@@ -11,9 +11,9 @@ import pytest
 import torch
 import yaml
 
-from pathgrad.config import ConfigError, load_config
-from pathgrad.run import build_run
-from pathgrad.threads import THREADED_BATCH_ENVS, free_cpus, resolve_num_threads
+from pathgrad.runs.config import ConfigError, load_config
+from pathgrad.runs.run import build_run
+from pathgrad.trainer.threads import THREADED_BATCH_ENVS, free_cpus, resolve_num_threads
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 
@@ -74,7 +74,7 @@ def test_the_command_line_prints_and_records_the_effective_count(tmp_path):
 def test_the_benchmarks_option_parses_and_names_bad_values():
     import argparse
 
-    from pathgrad.threads import num_threads_argument, per_batch_size
+    from pathgrad.trainer.threads import num_threads_argument, per_batch_size
 
     assert num_threads_argument("auto") == "auto" and num_threads_argument("2") == 2
     for bad in ("0", "lots", "-1"):

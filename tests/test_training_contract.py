@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pathgrad.env_contract import EnvContractError, check_first_result
+from pathgrad.core.env_contract import EnvContractError, check_first_result
 from pathgrad.envs import PointMass
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")

@@ -38,7 +38,7 @@ _EXPORTS = {
         "DifferentiableRollout",
         "DifferentiableTransition",
     ),
-    "pathgrad.config": ("RunConfig", "load_config"),
+    "pathgrad.runs.config": ("RunConfig", "load_config"),
     "pathgrad.differentiable_trainer": ("DifferentiableTrainer", "DifferentiableTrainerCfg"),
     "pathgrad.env": (
         "DifferentiableRolloutSpec",

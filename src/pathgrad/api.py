@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from pathgrad.config import RunConfig, load_config, validate_config
-from pathgrad.config_sources import merge_layers
+from pathgrad.runs.config import RunConfig, load_config, validate_config
+from pathgrad.runs.config_sources import merge_layers
 
 __all__ = ["EarlyStopping", "LoadedPolicy", "TrainResult", "load", "train"]
 
@@ -192,10 +192,10 @@ def load(target: str | Path, device: str = "cpu") -> LoadedPolicy:
             malformed or mismatched file, a folder that is not a run directory,
             or a run whose latest checkpoint has another env or policy sizes.
     """
-    from pathgrad.action_bounds import action_space_bounds
     from pathgrad.commands.inspection import load_for_evaluation, policy_from_checkpoint
+    from pathgrad.core.action_bounds import action_space_bounds
     from pathgrad.export import DeployedPolicy
-    from pathgrad.run import build_env
+    from pathgrad.runs.run import build_env
 
     config, checkpoint, path = load_for_evaluation(Path(target), device)
     env = build_env(config, 1, config.trainer.seed)

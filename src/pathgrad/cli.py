@@ -35,12 +35,12 @@ from pathgrad.commands.inspection import (
 )
 from pathgrad.commands.rendering import command_render
 from pathgrad.commands.training import command_resume, command_train
-from pathgrad.config import ConfigError
+from pathgrad.core.env_contract import EnvContractError
+from pathgrad.core.parent_watch import watch_parent
 from pathgrad.distributed import DistributedError
 from pathgrad.distributed.launch import LAUNCHED_VARIABLE
-from pathgrad.env_contract import EnvContractError
-from pathgrad.parent_watch import watch_parent
-from pathgrad.run import RunDirectoryError
+from pathgrad.runs.config import ConfigError
+from pathgrad.runs.run import RunDirectoryError
 
 __all__ = ["main"]
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from pathgrad.action_bounds import action_space_bounds, clamp_action
-from pathgrad.compiled_rollout import CompiledRolloutChunks
+from pathgrad.core.action_bounds import action_space_bounds, clamp_action
+from pathgrad.core.env_contract import check_first_result
+from pathgrad.core.episodes import first_episode_mask
 from pathgrad.env import DifferentiableVecEnv
-from pathgrad.env_contract import check_first_result
-from pathgrad.episodes import first_episode_mask
 from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy, PolicyOutput
@@ -24,6 +23,14 @@ __all__ = [
     "action_space_bounds",
     "clamp_action",
 ]
+
+
+class RolloutChunks(Protocol):
+    """Steps run in compiled chunks (``pathgrad.compiled.rollout.CompiledRolloutChunks``)."""
+
+    def run(self, observation: torch.Tensor, num_steps: int, deterministic: bool) -> list[Any]:
+        """Advance ``num_steps`` steps; one ``DifferentiableTransition.from_step`` record each."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,26 +180,20 @@ class DifferentiableCollector:
         self.record_action_adjoint_stats = bool(record_action_adjoint_stats)
         self._observation: torch.Tensor | None = None
         self._reset_checked = self._step_checked = False
-        self.compiled_chunks: CompiledRolloutChunks | None = None
+        self.compiled_chunks: RolloutChunks | None = None
         self.action_bounds = (
             action_space_bounds(env.single_action_space, self.device)
             if self.clip_actions_to_space
             else None
         )
 
-    def compile_chunks(self, chunk_steps: int) -> None:
-        """Collect through :class:`CompiledRolloutChunks` of ``chunk_steps`` steps.
+    def use_compiled_chunks(self, chunks: RolloutChunks) -> None:
+        """Collect through ``chunks`` (built by ``pathgrad.compiled.rollout``).
 
         Used whenever :attr:`needs_step_hooks` is false; otherwise
         :meth:`collect` keeps its per-step path.
         """
-        self.compiled_chunks = CompiledRolloutChunks(
-            self.env,
-            self.policy,
-            chunk_steps,
-            observation_normalizer=self.observation_normalizer,
-            action_bounds=self.action_bounds,
-        )
+        self.compiled_chunks = chunks
 
     @property
     def needs_step_hooks(self) -> bool:

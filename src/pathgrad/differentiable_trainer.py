@@ -12,32 +12,35 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pathgrad.algo import APG
-from pathgrad.budgets import planned_updates
 from pathgrad.collector import (
     DifferentiableCollector,
     DifferentiableRollout,
     DifferentiableTransition,
 )
-from pathgrad.compilation import compile_training
-from pathgrad.compiled_update import CompiledAPGUpdate
+from pathgrad.compiled.compilation import compile_training
+from pathgrad.compiled.update import CompiledAPGUpdate
+from pathgrad.core.episodes import EpisodeTracker
 from pathgrad.distributed.ranks import attach, end_of_update
 from pathgrad.distributed.sync import DataParallel
-from pathgrad.divergence import Diverged, SkipWatch, describe_skipped_update
 from pathgrad.env import (
     DifferentiableRolloutSpec,
     DifferentiableVecEnv,
     ScheduledDifferentiableVecEnv,
 )
-from pathgrad.episodes import EpisodeTracker
-from pathgrad.interruption import InterruptGate, UpdateSnapshot
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
-from pathgrad.rollout_checkpointing import checkpointed_complete_returns, supports_checkpointing
-from pathgrad.scalar_logging import ScalarSinks, train_scalars
-from pathgrad.threads import apply_num_threads, resolve_num_threads
-from pathgrad.trainer_checkpoints import CheckpointMixin
-from pathgrad.trainer_config import DifferentiableTrainerCfg
-from pathgrad.trainer_evaluation import EvaluationMixin
+from pathgrad.trainer.budgets import planned_updates
+from pathgrad.trainer.checkpoints import CheckpointMixin
+from pathgrad.trainer.config import DifferentiableTrainerCfg
+from pathgrad.trainer.divergence import Diverged, SkipWatch, describe_skipped_update
+from pathgrad.trainer.evaluation import EvaluationMixin
+from pathgrad.trainer.interruption import InterruptGate, UpdateSnapshot
+from pathgrad.trainer.rollout_checkpointing import (
+    checkpointed_complete_returns,
+    supports_checkpointing,
+)
+from pathgrad.trainer.scalar_logging import ScalarSinks, train_scalars
+from pathgrad.trainer.threads import apply_num_threads, resolve_num_threads
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter

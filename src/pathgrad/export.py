@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from pathgrad.atomic_files import atomic_write
+from pathgrad.core.atomic_files import atomic_write
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import Policy
 

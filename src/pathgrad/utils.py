@@ -1,6 +1,6 @@
 """Config classes shared by algorithms: ``configclass``, optimizer and LR-schedule configs.
 
-The classes live in :mod:`pathgrad.configclasses`; the builders in
+The classes live in :mod:`pathgrad.core.configclasses`; the builders in
 :mod:`pathgrad.algo.schedules`. This module gathers them under the reference's name.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pathgrad.configclasses import (
+from pathgrad.core.configclasses import (
     LR_SCHEDULER_NAMES,
     OPTIMIZER_NAMES,
     AlgorithmCfg,

@@ -6,7 +6,7 @@ import torch
 
 from pathgrad.algo.base import BaseAlgorithm, RolloutKind
 from pathgrad.collector import DifferentiableRollout
-from pathgrad.episodes import restarting_discounts
+from pathgrad.core.episodes import restarting_discounts
 from pathgrad.gradients import BatchedGradientNormStats
 from pathgrad.utils import AlgorithmCfg, configclass
 

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 import torch
 
 from pathgrad.algo.schedules import LearningRateSchedule, build_optimizer
-from pathgrad.state_checks import check_optimizer_groups
+from pathgrad.core.state_checks import check_optimizer_groups
 from pathgrad.utils import AlgorithmCfg, LRSchedulerCfg
 
 __all__ = ["BaseAlgorithm", "RolloutKind"]

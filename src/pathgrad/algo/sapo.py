@@ -20,8 +20,8 @@ from torch import nn
 from pathgrad.algo.schedules import build_optimizer
 from pathgrad.algo.shac import SHAC, SHACCfg, _mlp
 from pathgrad.collector import DifferentiableRollout
-from pathgrad.configclasses import OptimizerCfg, _coerce, configclass
-from pathgrad.state_checks import check_optimizer_groups
+from pathgrad.core.configclasses import OptimizerCfg, _coerce, configclass
+from pathgrad.core.state_checks import check_optimizer_groups
 
 __all__ = ["SAPO", "SAPOCfg", "CriticEnsemble"]
 

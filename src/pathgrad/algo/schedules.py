@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from pathgrad.configclasses import (
+from pathgrad.core.configclasses import (
     OPTIMIZER_NAMES,
     LRSchedulerCfg,
     OptimizerCfg,

@@ -19,10 +19,10 @@ from torch import nn
 from pathgrad.algo.apg import APG, APGCfg
 from pathgrad.algo.schedules import LearningRateSchedule, build_optimizer
 from pathgrad.collector import DifferentiableRollout
-from pathgrad.configclasses import OptimizerCfg, _coerce, configclass
-from pathgrad.episodes import restarting_discounts
+from pathgrad.core.configclasses import OptimizerCfg, _coerce, configclass
+from pathgrad.core.episodes import restarting_discounts
+from pathgrad.core.state_checks import check_optimizer_groups, check_state_shapes
 from pathgrad.policies import ACTIVATIONS, hidden_layers
-from pathgrad.state_checks import check_optimizer_groups, check_state_shapes
 
 __all__ = ["SHAC", "SHACCfg", "td_lambda_targets"]
 

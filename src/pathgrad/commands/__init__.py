@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pathgrad.termination import Terminated
+from pathgrad.core.termination import Terminated
 
 __all__ = [
     "EXIT_DIVERGED",

@@ -12,13 +12,13 @@ import difflib
 from typing import Any
 
 from pathgrad.commands import UsageError
-from pathgrad.config import default_document, validate_config
-from pathgrad.config_sources import merge_layers
 from pathgrad.env import (
     get_learning_env_factory,
     get_registered_learning_env_names,
     import_env_modules,
 )
+from pathgrad.runs.config import default_document, validate_config
+from pathgrad.runs.config_sources import merge_layers
 
 __all__ = ["add_check_env_parser", "command_check_env"]
 
@@ -77,7 +77,7 @@ def _options(args: argparse.Namespace) -> argparse.Namespace:
 
 def command_check_env(args: argparse.Namespace) -> int:
     """``pathgrad check-env NAME [--module M] [options] [key=value ...]``."""
-    from pathgrad.run import build_env
+    from pathgrad.runs.run import build_env
     from pathgrad.testing import check_env
 
     options = _options(args)

@@ -8,11 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pathgrad.action_bounds import action_space_bounds, clamp_action
 from pathgrad.checkpoint import INDEX_FILENAME, latest_checkpoint, read_checkpoint
 from pathgrad.commands import UsageError, signals_raise
-from pathgrad.config import ConfigError, RunConfig, device_problem, validate_config
-from pathgrad.config_sources import read_yaml
+from pathgrad.core.action_bounds import action_space_bounds, clamp_action
+from pathgrad.core.state_checks import check_state_shapes
 from pathgrad.env import (
     build_learning_env,
     get_learning_env_factory,
@@ -21,8 +20,9 @@ from pathgrad.env import (
 )
 from pathgrad.evaluation import evaluate_episodes
 from pathgrad.normalization import RunningObservationNormalizer
-from pathgrad.run import CONFIG_FILE, SWEEP_FILE, build_env, build_policy
-from pathgrad.state_checks import check_state_shapes
+from pathgrad.runs.config import ConfigError, RunConfig, device_problem, validate_config
+from pathgrad.runs.config_sources import read_yaml
+from pathgrad.runs.run import CONFIG_FILE, SWEEP_FILE, build_env, build_policy
 
 __all__ = [
     "MAX_EVAL_EPISODES",
@@ -239,7 +239,7 @@ def command_export(args: argparse.Namespace) -> int:
 def command_plot(args: argparse.Namespace) -> int:
     """``pathgrad plot RUN_DIR... [-o curves.png] [--metric NAME]...`` (without -o, never
     overwrites a file)."""
-    from pathgrad.plotting import learning_curve_figure, save_png
+    from pathgrad.runs.plotting import learning_curve_figure, save_png
 
     output = Path(args.output) if args.output else _free_name(Path("curves.png"))
     if output.is_dir():
@@ -297,7 +297,7 @@ def command_configs(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from pathgrad.builtin_configs import CONFIG_FOLDER, describe_builtin_configs
+    from pathgrad.runs.builtin_configs import CONFIG_FOLDER, describe_builtin_configs
 
     table = Table(title="built-in configs: pathgrad train NAME", caption=str(CONFIG_FOLDER))
     for column in ("name", "env", "algorithm"):

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pathgrad.run import CURVE_FILE, write_summary
+from pathgrad.runs.run import CURVE_FILE, write_summary
 
 __all__ = [
     "final_writes",
@@ -107,7 +107,7 @@ def print_outcome(
 
 
 def write_curve(run_dir: Path) -> Path | None:
-    from pathgrad.plotting import plot_runs
+    from pathgrad.runs.plotting import plot_runs
 
     try:
         return plot_runs([run_dir], run_dir / CURVE_FILE)

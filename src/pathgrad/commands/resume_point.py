@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.checkpoint import INDEX_FILENAME, read_checkpoint, read_index
-from pathgrad.checkpoint_index import index_entry, write_index
 from pathgrad.commands import UsageError
+from pathgrad.core.checkpoint_index import index_entry, write_index
 
 __all__ = ["ResumePoint", "choose_resume_point"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pathgrad.budgets import check_budget
-from pathgrad.config import RunConfig
-from pathgrad.config_sources import ConfigError
 from pathgrad.distributed import DataParallel
-from pathgrad.run import build_run
+from pathgrad.runs.config import RunConfig
+from pathgrad.runs.config_sources import ConfigError
+from pathgrad.runs.run import build_run
+from pathgrad.trainer.budgets import check_budget
 
 __all__ = ["check_budget_fits_schedule", "check_run_can_start", "run_budget"]
 

@@ -13,7 +13,7 @@ their final evaluation ends it.
 The sweep survives faults as a run does. SIGINT/SIGTERM reach the sweep alone
 (its runs have their own sessions); it passes the signal on to the running
 runs, which end with a final checkpoint, starts no other, and exits 130/143.
-After ``kill -9`` its runs end by themselves (:mod:`pathgrad.parent_watch`).
+After ``kill -9`` its runs end by themselves (:mod:`pathgrad.core.parent_watch`).
 ``sweep.json`` records the cells (:mod:`pathgrad.commands.sweep_record`);
 ``pathgrad resume SWEEP`` or the same ``train`` command with ``--sweep-dir``
 finishes what is missing: finished cells are skipped, cut ones resumed, the
@@ -48,9 +48,9 @@ from pathgrad.commands.sweep_record import (
     wait_until_free,
     write_record,
 )
-from pathgrad.config import ConfigError, load_config
-from pathgrad.parent_watch import supervised_environment
-from pathgrad.run import CONFIG_FILE, SUMMARY_FILE, SWEEP_FILE, RunLock
+from pathgrad.core.parent_watch import supervised_environment
+from pathgrad.runs.config import ConfigError, load_config
+from pathgrad.runs.run import CONFIG_FILE, SUMMARY_FILE, SWEEP_FILE, RunLock
 
 __all__ = ["command_resume_sweep", "command_sweep", "sweep_combinations"]
 

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pathgrad.atomic_files import atomic_write
 from pathgrad.commands import UsageError
-from pathgrad.run import CONFIG_FILE, LOCK_FILE, SUMMARY_FILE, SWEEP_FILE, RunDirectoryError
+from pathgrad.core.atomic_files import atomic_write
+from pathgrad.runs.run import CONFIG_FILE, LOCK_FILE, SUMMARY_FILE, SWEEP_FILE, RunDirectoryError
 
 __all__ = [
     "FINISHED",

@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pathgrad.atomic_files import remove_stale_temporaries
-from pathgrad.builtin_configs import resolve_config
 from pathgrad.commands import (
     EXIT_DIVERGED,
     EXIT_SIGINT,
@@ -38,14 +36,14 @@ from pathgrad.commands.outcome import (
 )
 from pathgrad.commands.resume_point import ResumePoint, choose_resume_point
 from pathgrad.commands.start_checks import check_budget_fits_schedule, run_budget
-from pathgrad.config import RunConfig, dump_config, load_config
-from pathgrad.config_sources import ConfigError
+from pathgrad.core.atomic_files import remove_stale_temporaries
 from pathgrad.distributed import DataParallel, join, leave, torchrun_world_size
 from pathgrad.distributed.launch import launch_ranks
-from pathgrad.divergence import Diverged
-from pathgrad.progress import ProgressReporter
-from pathgrad.provenance import invocation, record_invocation
-from pathgrad.run import (
+from pathgrad.runs.builtin_configs import resolve_config
+from pathgrad.runs.config import RunConfig, dump_config, load_config
+from pathgrad.runs.config_sources import ConfigError
+from pathgrad.runs.provenance import invocation, record_invocation
+from pathgrad.runs.run import (
     CONFIG_FILE,
     METRICS_FILE,
     SWEEP_FILE,
@@ -56,7 +54,9 @@ from pathgrad.run import (
     create_run_dir,
     write_config,
 )
-from pathgrad.scalar_logging import eval_scalars, train_scalars
+from pathgrad.trainer.divergence import Diverged
+from pathgrad.trainer.progress import ProgressReporter
+from pathgrad.trainer.scalar_logging import eval_scalars, train_scalars
 
 __all__ = ["EXIT_CODES", "command_resume", "command_train", "start_run"]
 

@@ -17,8 +17,8 @@ import sys
 
 import torch
 
+from pathgrad.core.parent_watch import PARENT_PID_VARIABLE, watch_parent
 from pathgrad.distributed.sync import DataParallel, DistributedError
-from pathgrad.parent_watch import PARENT_PID_VARIABLE, watch_parent
 
 __all__ = ["exit_rank", "join", "leave", "rank_seed", "torchrun_world_size"]
 

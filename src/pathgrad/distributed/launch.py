@@ -6,7 +6,7 @@ ranks print their lines, the agent's logs and failure report stay silent, and
 the exit status is the failing rank's own (2 for bad input, 130 / 143 after a
 signal, 1 when training failed). Each rank ends as ``terminated``, with its
 final checkpoint, when this launcher dies, even by ``kill -9``
-(:mod:`pathgrad.parent_watch`).
+(:mod:`pathgrad.core.parent_watch`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 
-from pathgrad.parent_watch import supervised_environment
+from pathgrad.core.parent_watch import supervised_environment
 
 __all__ = ["LAUNCHED_VARIABLE", "launch_ranks", "rank_command", "torchrun_command"]
 

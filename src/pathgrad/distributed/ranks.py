@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pathgrad.core.termination import Terminated
 from pathgrad.distributed.sync import DataParallel
-from pathgrad.interruption import InterruptGate
-from pathgrad.termination import Terminated
+from pathgrad.trainer.interruption import InterruptGate
 
 if TYPE_CHECKING:
-    from pathgrad.trainer_state import TrainerState
+    from pathgrad.core.trainer_state import TrainerState
 
 __all__ = [
     "SharedInterruptGate",

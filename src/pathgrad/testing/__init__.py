@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from pathgrad.env_contract import EnvCheckError
+from pathgrad.core.env_contract import EnvCheckError
 from pathgrad.testing.env_check import CheckOutcome, EnvCheckResult, check_env
 from pathgrad.testing.gradients import check_env_gradients
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pathgrad.env_contract import (
+from pathgrad.core.env_contract import (
     Problem,
     action_dim,
     env_dtype,

@@ -21,7 +21,7 @@ from typing import Any
 
 from torch.autograd.gradcheck import GradcheckError
 
-from pathgrad.env_contract import (
+from pathgrad.core.env_contract import (
     Problem,
     action_dim,
     env_problems,

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from pathgrad.env_contract import (
+from pathgrad.core.env_contract import (
     EnvCheckError,
     Problem,
     action_dim,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pathgrad.compiled_rollout import supports_fused_steps
-from pathgrad.compiled_update import CompiledAPGUpdate, compiled_update_blockers
-from pathgrad.episodes import EpisodeTracker
+from pathgrad.compiled.rollout import CompiledRolloutChunks, supports_fused_steps
+from pathgrad.compiled.update import CompiledAPGUpdate, compiled_update_blockers
+from pathgrad.core.episodes import EpisodeTracker
 
 __all__ = ["compile_training"]
 
@@ -43,7 +43,15 @@ def compile_training(
         else "the update cannot be compiled: " + "; ".join(reasons)
     )
     if supports_fused_steps(env, policy) and not collector.needs_step_hooks:
-        collector.compile_chunks(cfg.compile_chunk_steps)
+        collector.use_compiled_chunks(
+            CompiledRolloutChunks(
+                collector.env,
+                collector.policy,
+                cfg.compile_chunk_steps,
+                observation_normalizer=collector.observation_normalizer,
+                action_bounds=collector.action_bounds,
+            )
+        )
         return "rollout", reason, None
     for owner, method in ((env, "compile_step"), (policy, "compile_networks")):
         if not callable(getattr(owner, method, None)):

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from pathgrad.action_bounds import clamp_action
+from pathgrad.core.action_bounds import clamp_action
 from pathgrad.normalization import RunningObservationNormalizer, apply_normalization
 
 __all__ = ["CompiledRolloutChunks", "StepRecord", "supports_fused_steps"]

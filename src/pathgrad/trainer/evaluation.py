@@ -13,9 +13,9 @@ import functools
 import math
 from typing import Any
 
-from pathgrad.action_bounds import clamp_action
+from pathgrad.core.action_bounds import clamp_action
 from pathgrad.evaluation import evaluate_episodes
-from pathgrad.scalar_logging import eval_scalars
+from pathgrad.trainer.scalar_logging import eval_scalars
 
 __all__ = ["EvaluationMixin"]
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from pathgrad.trainer_state import TrainerState
+    from pathgrad.core.trainer_state import TrainerState
 
 __all__ = ["InterruptGate", "UpdateSnapshot"]
 

@@ -97,7 +97,7 @@ def _gradient_cause(trainer: Any, metrics: dict[str, float]) -> str:
 def _replay(trainer: Any, snapshot: Any, steps: int) -> str:
     """What was not finite in the update's rollout, replayed; '' when all was finite.
 
-    ``snapshot``: the :class:`~pathgrad.interruption.UpdateSnapshot` taken
+    ``snapshot``: the :class:`~pathgrad.trainer.interruption.UpdateSnapshot` taken
     before the update.
     """
     now = type(snapshot).take(trainer)

@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from pathgrad.algo.registry import ALGORITHMS, get_algorithm
-from pathgrad.config_sources import ConfigError, merge_layers, read_yaml
+from pathgrad.runs.config_sources import ConfigError, merge_layers, read_yaml
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import (
     get_learning_env_factory,

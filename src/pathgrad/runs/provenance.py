@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from pathgrad.atomic_files import atomic_write
+from pathgrad.core.atomic_files import atomic_write
 
 __all__ = ["PROVENANCE_FILE", "git_state", "invocation", "record_invocation"]
 

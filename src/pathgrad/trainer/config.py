@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathgrad.threads import check_num_threads
+from pathgrad.trainer.threads import check_num_threads
 from pathgrad.utils import configclass
 
 __all__ = ["DifferentiableTrainerCfg"]
@@ -69,9 +69,9 @@ class DifferentiableTrainerCfg:
         history_length: Entries kept in ``train_history`` and
             ``eval_history`` (the most recent ones), so memory stays flat.
         num_threads: Torch intra-op threads per process (``auto``: see
-            :mod:`pathgrad.threads`).
+            :mod:`pathgrad.trainer.threads`).
         max_consecutive_skipped_updates: Stop training with
-            :class:`~pathgrad.divergence.Diverged` (status ``diverged``) after
+            :class:`~pathgrad.trainer.divergence.Diverged` (status ``diverged``) after
             this many skipped updates in a row (0: never).
         distributed_timeout_seconds: Under ``torchrun``, the longest any
             rank waits for the others at a collective (rendezvous, gradient

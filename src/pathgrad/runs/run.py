@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from pathgrad.algo.registry import get_algorithm
-from pathgrad.atomic_files import atomic_write
-from pathgrad.checkpoint_index import json_safe
-from pathgrad.config import (
+from pathgrad.core.atomic_files import atomic_write
+from pathgrad.core.checkpoint_index import json_safe
+from pathgrad.runs.config import (
     ConfigError,
     RunConfig,
     _env_parameters,

@@ -9,7 +9,7 @@ from pathgrad.env import ScheduledDifferentiableVecEnv
 from pathgrad.utils import scheduler_needs_horizon
 
 if TYPE_CHECKING:
-    from pathgrad.trainer_state import TrainerState
+    from pathgrad.core.trainer_state import TrainerState
 
 __all__ = ["check_budget", "planned_updates"]
 

@@ -14,9 +14,9 @@ import yaml  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
 
-from pathgrad.atomic_files import atomic_write  # noqa: E402
-from pathgrad.run import CONFIG_FILE, read_metrics  # noqa: E402
-from pathgrad.seed_groups import group_by_config, seed_band  # noqa: E402
+from pathgrad.core.atomic_files import atomic_write  # noqa: E402
+from pathgrad.runs.run import CONFIG_FILE, read_metrics  # noqa: E402
+from pathgrad.runs.seed_groups import group_by_config, seed_band  # noqa: E402
 
 __all__ = ["learning_curve_figure", "plot_runs", "run_label", "save_png"]
 
@@ -97,7 +97,7 @@ def learning_curve_figure(
     gradient norm before clipping with skipped updates marked, and the largest
     action-adjoint norm (log scales). ``aggregate`` (``median`` or ``mean``)
     draws runs that differ only in their seed as one curve with a band
-    (:mod:`pathgrad.seed_groups`: lowest to highest run around the median, one
+    (:mod:`pathgrad.runs.seed_groups`: lowest to highest run around the median, one
     standard deviation around the mean).
 
     Raises:

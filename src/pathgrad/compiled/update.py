@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from pathgrad.action_bounds import clamp_action
 from pathgrad.algo.apg import APG
-from pathgrad.compiled_rollout import supports_fused_steps
-from pathgrad.episodes import EpisodeTracker, first_episode_mask
+from pathgrad.compiled.rollout import supports_fused_steps
+from pathgrad.core.action_bounds import clamp_action
+from pathgrad.core.episodes import EpisodeTracker, first_episode_mask
 from pathgrad.normalization import apply_normalization
 
 __all__ = ["CompiledAPGUpdate", "compiled_update_blockers"]

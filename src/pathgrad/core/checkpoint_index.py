@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pathgrad.atomic_files import atomic_write
+from pathgrad.core.atomic_files import atomic_write
 
 __all__ = [
     "INDEX_FILENAME",

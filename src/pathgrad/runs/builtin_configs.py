@@ -14,7 +14,7 @@ import yaml
 
 __all__ = ["CONFIG_FOLDER", "builtin_config_names", "describe_builtin_configs", "resolve_config"]
 
-CONFIG_FOLDER = Path(__file__).parent / "configs"
+CONFIG_FOLDER = Path(__file__).parent.parent / "configs"
 
 
 def builtin_config_names() -> list[str]:

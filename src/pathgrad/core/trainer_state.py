@@ -1,7 +1,7 @@
 """What the trainer's collaborators see of it: a protocol, so that none imports the trainer.
 
 Checkpoints (:mod:`pathgrad.checkpoint`), interrupts
-(:mod:`pathgrad.interruption`), budgets (:mod:`pathgrad.budgets`) and the
+(:mod:`pathgrad.trainer.interruption`), budgets (:mod:`pathgrad.trainer.budgets`) and the
 data-parallel hooks (:mod:`pathgrad.distributed.ranks`) act on a
 :class:`~pathgrad.differentiable_trainer.DifferentiableTrainer` through these
 members only; the trainer imports them, never the other way round.
