@@ -36,3 +36,4 @@ register_learning_env(
 )
 register_learning_env("NewtonReacher", "pathgrad.envs.newton.reacher:NewtonReacher")
 register_learning_env("NewtonAnt", "pathgrad.envs.newton.ant:NewtonAnt")
+register_learning_env("DiffRLAnt", "pathgrad.envs.newton.diffrl_ant:DiffRLAnt")

@@ -43,9 +43,11 @@ from pathgrad.envs.newton.ant import NewtonAnt  # noqa: E402
 from pathgrad.envs.newton.base import NewtonEnv  # noqa: E402
 from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep  # noqa: E402
 from pathgrad.envs.newton.cartpole import NewtonCartPoleSwingUp  # noqa: E402
+from pathgrad.envs.newton.diffrl_ant import DiffRLAnt  # noqa: E402
 from pathgrad.envs.newton.reacher import NewtonReacher  # noqa: E402
 
 __all__ = [
+    "DiffRLAnt",
     "NewtonAnt",
     "NewtonCartPoleSwingUp",
     "NewtonEnv",

@@ -116,14 +116,19 @@ class NewtonAnt(NewtonEnv):
 
     # Model ---------------------------------------------------------------------------
 
-    def build_world(self, builder: Any) -> None:
-        """``nv_ant.xml`` without its floor; the tuned armature and limits on every DOF."""
+    def model_xml(self) -> ElementTree.Element:
+        """The element tree of ``nv_ant.xml`` without its floor (subclasses may edit it)."""
         root = ElementTree.parse(newton.examples.get_asset("nv_ant.xml")).getroot()
         worldbody = root.find("worldbody")
         for geom in worldbody.findall("geom"):
             if geom.get("type") == "plane":
                 worldbody.remove(geom)
-        builder.add_mjcf(ElementTree.tostring(root, encoding="unicode"), parse_visuals=False)
+        return root
+
+    def build_world(self, builder: Any) -> None:
+        """:meth:`model_xml`; the tuned armature and limits on every DOF."""
+        xml = ElementTree.tostring(self.model_xml(), encoding="unicode")
+        builder.add_mjcf(xml, parse_visuals=False)
         model = self.contact_model
         for dof in range(builder.joint_dof_count):
             builder.joint_armature[dof] = model["armature"]

@@ -1,0 +1,250 @@
+"""DiffRLAnt: the Ant task of the SHAC paper (Xu et al., ICLR 2022) in Newton's Featherstone.
+
+The task of DiffRL's ``AntEnv`` (dflex), rebuilt from its published facts on
+:class:`~pathgrad.envs.newton.ant.NewtonAnt` (the same task logic with other
+physical constants). Those facts:
+
+- Newton's ``nv_ant.xml`` with every geom at 1000 kg/m^3 (DiffRL's MJCF loader
+  ignores the file's densities): 182 kg. Hinge torque 200 N m per unit
+  action, actions clipped to [-1, 1]; no action penalty.
+- Ground contact ke 4e4 N/m, kd 1e4 N s/m, friction slope kf 3e3, mu 0.75;
+  joint limits ke 1e3, kd 10; armature 0.05 on every DOF; joint damping 1.
+- 16 substeps per env step of 1/60 s; the mass matrix evaluated at every
+  ``mass_matrix_interval``-th substep of a step (16: once per step, dflex's
+  ``MM_caching_frequency``; 1: every substep). Episodes of 1000 steps, ended
+  when the torso falls below 0.27 m.
+- Start: torso at 0.75 m, hinges at the MJCF's ``init_qpos`` (hips 0, ankles
+  +-1 rad); ``stochastic_init`` adds +-0.1 m to the position, a rotation by up
+  to pi/24 about a random axis, +-0.2 rad to the hinges and +-0.25 to every
+  velocity (uniform).
+- Observation (37) and reward as NewtonAnt's (DiffRL's layout): torso height,
+  quaternion (xyzw, identity upright; DiffRL's is in its y-up frame), COM
+  velocity, angular velocity, hinge angles, 0.1 x hinge velocities, up and
+  heading alignment, previous action; reward x velocity + 0.1 up + heading +
+  (height - 0.27). DiffRL aims the heading at a target 10 km down +x, which
+  differs from +x by under 1e-4 rad here.
+
+Contact law. dflex and Newton share the normal force (ke x penetration plus
+kd x approach speed, only while penetrating) and the viscous slope kf of the
+friction, but dflex clamps the two tangential components separately at
+mu x normal force (a box: up to sqrt(2) mu N diagonally) where Newton caps the
+friction vector's magnitude at mu N (a disc); dflex's contacts are the end
+spheres of each capsule, Newton's its capsule-plane contacts (the same
+points). ``benchmarks/diffrl_ant_probe.py --contact`` brackets the effect by
+rollouts at mu and sqrt(2) mu.
+
+Gradients with cached mass matrices (:class:`MassMatrixCachingSimulation`), as
+dflex's: the adjoints that the substeps reusing a mass matrix (and its
+Cholesky factor) give it are summed into the adjoint of the substep that
+evaluated it, and from there reach that substep's joint coordinates.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import torch
+import warp as wp
+
+from pathgrad.envs.base import State, check_constants
+from pathgrad.envs.newton.ant import ANT_CONTACT_MODEL, NewtonAnt
+from pathgrad.envs.newton.bridge import NewtonSimulation
+
+__all__ = ["DIFFRL_ANT_CONTACT_MODEL", "DiffRLAnt", "MassMatrixCachingSimulation"]
+
+DIFFRL_ANT_CONTACT_MODEL = {
+    **ANT_CONTACT_MODEL,
+    "contact_ke": 4.0e4,
+    "contact_kd": 1.0e4,
+    "contact_kf": 3.0e3,
+    "mu": 0.75,
+}
+
+
+class MassMatrixCachingSimulation(NewtonSimulation):
+    """Featherstone evaluating its mass matrix at substeps ``0, n, 2n, ...`` of every step.
+
+    Newton's ``update_mass_matrix_interval`` counts solver calls (and a captured
+    graph replays the choice made at capture); here the count restarts with
+    every env step. Backward, per block of substeps sharing a mass matrix: it is
+    evaluated again (untaped) at the block's first substep, the reusing
+    substeps are differentiated with it held, and their adjoints of it are added
+    to those of the first substep's own adjoint pass, which evaluates it under
+    the tape. Each variant is its own captured graph.
+    """
+
+    def __init__(self, model: Any, *, mass_matrix_interval: int, **kwargs: Any) -> None:
+        self.interval = int(mass_matrix_interval)
+        options = {**(kwargs.pop("solver_options", None) or {})}
+        options["update_mass_matrix_interval"] = self.interval
+        super().__init__(model, solver="featherstone", solver_options=options, **kwargs)
+        self._tapes: dict[bool, Any] = {}
+        # Adjoints of the mass matrix and its factor, carried from the substeps reusing them.
+        matrices = (self.solver.H, self.solver.L)
+        self._grad_mass = [wp.to_torch(a.grad, requires_grad=False) for a in matrices]
+
+    def _count_from(self, evaluate: bool) -> None:
+        """Make the solver's next step evaluate the mass matrix, or reuse the held one."""
+        self.solver._step = 0 if evaluate else 1  # the solver decides by _step % interval
+
+    def _step_operations(self) -> None:
+        self._count_from(True)
+        super()._step_operations()
+
+    def _mass_matrix_operations(self) -> None:
+        """Evaluate (untaped) the mass matrix and its factor at ``_backward_in``."""
+        self._prepare(self._backward_in)
+        self._count_from(True)
+        self._substep(self._backward_in, self._backward_out, self._backward_control)
+
+    def _cached_adjoint_operations(self, evaluate: bool) -> None:
+        self._count_from(evaluate)
+        self._adjoint_operations()
+        self._tapes[evaluate] = self._tape
+
+    def _cached_zero_operations(self, evaluate: bool) -> None:
+        self._tape = self._tapes[evaluate]
+        self._zero_adjoint_operations()
+
+    def backward(
+        self,
+        inputs: list[tuple[torch.Tensor, torch.Tensor]],
+        joint_f: torch.Tensor,
+        grad_x: torch.Tensor,
+        grad_v: torch.Tensor,
+        joint_adjoints: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        grad_x, grad_v = grad_x.reshape(-1), grad_v.reshape(-1)
+        self._backward_f.copy_(joint_f.detach().reshape(-1))
+        grad_f = torch.zeros(self.dofs, dtype=grad_x.dtype, device=grad_x.device)
+        carried = [torch.zeros_like(grad) for grad in self._grad_mass]
+        count = len(inputs)
+        for k in reversed(range(count)):
+            first = k - k % self.interval
+            if k != first and k == min(first + self.interval, count) - 1:
+                self._backward_x.copy_(inputs[first][0])
+                self._backward_v.copy_(inputs[first][1])
+                self._run("mass_matrix", self._mass_matrix_operations)
+            evaluate = k == first
+            self._backward_x.copy_(inputs[k][0])
+            self._backward_v.copy_(inputs[k][1])
+            self._grad_out_x.copy_(grad_x)
+            self._grad_out_v.copy_(grad_v)
+            if evaluate:  # the reusing substeps' adjoints join this substep's, into the state
+                for grad, total in zip(self._grad_mass, carried, strict=True):
+                    grad.add_(total)
+                    total.zero_()
+            self._run(f"adjoint_{evaluate}", partial(self._cached_adjoint_operations, evaluate))
+            if not evaluate:
+                for grad, total in zip(self._grad_mass, carried, strict=True):
+                    total.add_(grad)
+            grad_x, grad_v = self._grad_in_x.clone(), self._grad_in_v.clone()
+            grad_f = grad_f + self._grad_f
+            self._run(f"zero_adjoint_{evaluate}", partial(self._cached_zero_operations, evaluate))
+        return grad_x, grad_v, grad_f
+
+
+class DiffRLAnt(NewtonAnt):
+    """The SHAC paper's Ant (see the module docstring for its definition).
+
+    Args:
+        mass_matrix_interval: Substeps between mass-matrix evaluations within a
+            step (16, the paper's, evaluates it once per step).
+        density: Of every geom (kg/m^3).
+        stochastic_init: Randomize the start (the paper's SHAC setting).
+        contact_model: Overrides of :data:`DIFFRL_ANT_CONTACT_MODEL`.
+        Others as :class:`~pathgrad.envs.newton.ant.NewtonAnt`.
+    """
+
+    start_height = 0.75
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device | str = "cpu",
+        *,
+        gear: float = 200.0,
+        termination_height: float = 0.27,
+        density: float = 1000.0,
+        stochastic_init: bool = True,
+        dt: float = 1.0 / 60.0,
+        substeps: int = 16,
+        mass_matrix_interval: int = 16,
+        contact_model: Mapping[str, float] | None = None,
+        solver_options: dict[str, Any] | None = None,
+        capture: bool = True,
+        dtype: str | torch.dtype = "float32",
+        max_episode_steps: int | None = None,
+        seed: int | None = None,
+        armature: float | Sequence[float] | None = None,
+        joint_damping: float | Sequence[float] | None = 1.0,
+    ) -> None:
+        check_constants(positive={"density": density})
+        for name, value in (("substeps", substeps), ("mass_matrix_interval", mass_matrix_interval)):
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        self.density = float(density)
+        self.stochastic_init = bool(stochastic_init)
+        self.mass_matrix_interval = int(mass_matrix_interval)
+        super().__init__(
+            num_envs,
+            device,
+            gear=gear,
+            control_cost=0.0,
+            termination_height=termination_height,
+            dt=dt,
+            substeps=substeps,
+            contact_model={**DIFFRL_ANT_CONTACT_MODEL, **(contact_model or {})},
+            solver="featherstone",
+            solver_options=solver_options,
+            capture=capture,
+            dtype=dtype,
+            max_episode_steps=max_episode_steps,
+            seed=seed,
+            armature=armature,
+            joint_damping=joint_damping,
+        )
+        if self.mass_matrix_interval > 1:
+            self.simulation = MassMatrixCachingSimulation(
+                self.simulation.model,
+                mass_matrix_interval=self.mass_matrix_interval,
+                substeps=substeps,
+                dt=dt,
+                contacts=True,
+                solver_options=solver_options,
+                capture=capture,
+            )
+        self.state = self._initial_state(self.num_envs)  # the start pose is set only now
+
+    def model_xml(self) -> ElementTree.Element:
+        """``nv_ant.xml`` without its floor, every geom at :attr:`density`."""
+        root = super().model_xml()
+        for element in root.iter("geom"):
+            element.set("density", repr(self.density))
+        return root
+
+    def _sample_initial_state(self, num: int) -> State:
+        joint_q = self.default_joint_q.expand(num, -1).clone()
+        joint_q[:, 2] = self.start_height
+        joint_qd = torch.zeros(num, self.dofs, dtype=self.dtype, device=self.device)
+        if self.stochastic_init:
+            joint_q[:, :3] += self._uniform(-0.1, 0.1, num, 3)
+            angle = self._uniform(-math.pi / 24, math.pi / 24, num, 1)
+            axis = torch.nn.functional.normalize(self._uniform(-0.5, 0.5, num, 3), dim=-1)
+            half = 0.5 * angle
+            joint_q[:, 3:7] = torch.cat([axis * torch.sin(half), torch.cos(half)], dim=-1)
+            joint_q[:, 7:] += self._uniform(-0.2, 0.2, num, 8)
+            joint_qd = self._uniform(-0.25, 0.25, num, self.dofs)
+        return {
+            "joint_q": joint_q,
+            "joint_qd": joint_qd,
+            "action": torch.zeros(num, self.action_dim, dtype=self.dtype, device=self.device),
+            "time": torch.zeros(num, dtype=self.dtype, device=self.device),
+        }
+
+    def _dynamics_and_reward(self, state: State, action: torch.Tensor) -> tuple[State, Any]:
+        return super()._dynamics_and_reward(state, action.clamp(-1.0, 1.0))
