@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,9 @@ from gymnasium.spaces import Box
 from pathgrad.collector import DifferentiableRollout, DifferentiableTransition
 from pathgrad.env import DifferentiableRolloutSpec
 from pathgrad.policies import Policy
+
+TESTS = Path(__file__).resolve().parent  # the tests folder (scripts, data)
+ROOT = TESTS.parent  # the repository
 
 
 class ScalarEnv:
@@ -287,3 +291,30 @@ def assert_same_windows(env: Any, twin: Any, steps: int, seed: int = 0) -> None:
     )
     for got, want in pairs:
         assert torch.equal(got, want)
+
+
+def run_cli(args: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
+    """Run the ``pathgrad`` command in this process: exit status, stdout, stderr.
+
+    For the command's own messages and exit statuses (seconds faster than a
+    process each); what needs a process of its own (signals, a fresh import,
+    the installed script) keeps a subprocess.
+    """
+    import contextlib
+    import io
+    import os
+
+    from pathgrad.cli import main
+
+    out, err, previous = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as error:  # argparse's own errors
+                code = error.code if isinstance(error.code, int) else 1
+    finally:
+        os.chdir(previous)
+    return code, out.getvalue(), err.getvalue()

@@ -19,9 +19,9 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from helpers import TESTS
 from pathgrad.checkpoint import read_checkpoint, read_index
 
-TESTS = Path(__file__).parent
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 # 7 updates of 8 envs x 16 steps; evaluations every 2 updates and of the final policy,

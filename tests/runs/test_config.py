@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import ROOT
 from pathgrad.runs.config import ConfigError, default_experiment_name, dump_config, load_config
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_an_override_without_a_file_merges_into_the_default_task():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -13,6 +11,7 @@ newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad
 
 import warp as wp  # noqa: E402
 
+from helpers import ROOT  # noqa: E402
 from pathgrad.cli import main  # noqa: E402
 from pathgrad.env import register_learning_env  # noqa: E402
 from pathgrad.envs import Pendulum  # noqa: E402
@@ -25,7 +24,6 @@ from pathgrad.rendering.newton_bodies import (  # noqa: E402
     shape_points,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 ARM = ROOT / "src/pathgrad/envs/newton/assets/planar_arm.xml"
 QUICK = ["trainer.total_updates=1", "env.num_envs=4", "eval.frequency_steps=0",
          "logging.tensorboard=false", "trainer.update_horizon=null"]  # fmt: skip

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_cli_faults import FAST, assert_usage_error, pathgrad, snapshot
 
 import pathgrad.checkpoint as checkpoint_module
 import pathgrad.runs.run as run_module
 from pathgrad.checkpoint import read_checkpoint, read_index
 from pathgrad.cli import main
-from test_cli_faults import FAST, assert_usage_error, pathgrad, snapshot
 
 SAVING = ["trainer.total_updates=6", "trainer.save_frequency_updates=2",
           "trainer.keep_last_checkpoints=2", "eval.frequency_steps=0", "env.num_envs=16",

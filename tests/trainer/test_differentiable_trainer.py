@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from helpers import (
+    TESTS,
     LinearPolicy,
     ScalarEnv,
     ScheduledScalarEnv,
@@ -21,8 +21,6 @@ from pathgrad.algo import APG, APGCfg
 from pathgrad.checkpoint import read_index
 from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
 from resume_run import MODE_SETTINGS
-
-TESTS = Path(__file__).parent
 
 
 def scalar_trainer(cfg=None, env=None, algorithm_cfg=None, **kwargs) -> DifferentiableTrainer:

@@ -15,14 +15,13 @@ import torch
 
 newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
 
-from helpers import assert_same_windows, learning_state  # noqa: E402
+from helpers import ROOT, assert_same_windows, learning_state  # noqa: E402
 from pathgrad.envs import CartPoleSwingUp  # noqa: E402
 from pathgrad.envs.newton import NewtonCartPoleSwingUp, NewtonEnv, NewtonStep  # noqa: E402
 from pathgrad.runs.config import ConfigError, load_config  # noqa: E402
 from pathgrad.runs.run import build_run  # noqa: E402
 from pathgrad.testing import check_env_gradients  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 
 

@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 
 import pathgrad
+from helpers import ROOT
 from pathgrad.cli import main
 from pathgrad.env import build_learning_env
 
@@ -30,7 +31,7 @@ def runs(tmp_path_factory):
     import os
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     folder = tmp_path_factory.mktemp("renders")
     previous = Path.cwd()
     os.chdir(folder)
@@ -74,9 +75,8 @@ def test_render_refuses_other_formats_and_bad_counts(runs, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_newton_env_renders_through_its_torch_twin_drawing(tmp_path, monkeypatch, capsys):
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     monkeypatch.chdir(tmp_path)
     run = pathgrad.train(str(root / "configs/newton_reacher.yaml"), QUICK).run_dir
     assert main(["render", str(run), "-o", "reacher.gif", "--every", "25"]) == 0

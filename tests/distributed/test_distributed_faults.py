@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_distributed import TORCHRUN, wait_for
 
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
 from pathgrad.runs.run import RunLock
-from test_distributed import TORCHRUN, wait_for
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 PATHGRAD = [sys.executable, "-m", "pathgrad"]

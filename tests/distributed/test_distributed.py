@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import TESTS
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
 from pathgrad.commands import Terminated
 from pathgrad.distributed import DataParallel, rank_seed
@@ -21,7 +22,6 @@ from pathgrad.distributed.launch import torchrun_command
 from pathgrad.distributed.ranks import SharedInterruptGate
 from pathgrad.normalization import RunningObservationNormalizer
 
-TESTS = Path(__file__).parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(TESTS)}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 # Long enough to be stopped while it runs; small enough to finish in seconds.

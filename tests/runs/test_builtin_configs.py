@@ -8,9 +8,9 @@ import sys
 import zipfile
 from pathlib import Path
 
+from helpers import ROOT
 from pathgrad.runs.builtin_configs import CONFIG_FOLDER, builtin_config_names, resolve_config
 
-ROOT = Path(__file__).resolve().parents[1]
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import ROOT, run_cli
 from pathgrad import __version__ as PATHGRAD_VERSION
 from pathgrad.checkpoint import read_checkpoint, read_index
 from pathgrad.export import read_metadata
@@ -20,13 +21,19 @@ from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.policies import GaussianMLPPolicy
 from pathgrad.runs.config import load_config
 
-ROOT = Path(__file__).resolve().parent.parent
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 FAST = ["trainer.total_updates=6", "eval.frequency_steps=4096", "env.num_envs=16", "--quiet"]
 
 
-def pathgrad(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([PATHGRAD, *args], cwd=cwd, capture_output=True, text=True)
+def pathgrad(
+    *args: str, cwd: Path, check: bool = True, process: bool = False
+) -> subprocess.CompletedProcess:
+    """The command's result: run in this process, or with ``process`` the installed script."""
+    if process:
+        result = subprocess.run([PATHGRAD, *args], cwd=cwd, capture_output=True, text=True)
+    else:
+        code, stdout, stderr = run_cli(args, cwd=cwd)
+        result = subprocess.CompletedProcess([PATHGRAD, *args], code, stdout, stderr)
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -49,7 +56,7 @@ def test_default_task_is_the_point_mass_config():
 
 
 def test_train_writes_a_complete_run_directory(tmp_path):
-    pathgrad("train", str(ROOT / "configs" / "point_mass.yaml"), *FAST, cwd=tmp_path)
+    pathgrad("train", str(ROOT / "configs" / "point_mass.yaml"), *FAST, cwd=tmp_path, process=True)
     run_dir = only_run(tmp_path)
     assert run_dir.name.startswith("point_mass-")
     assert {p.name for p in run_dir.iterdir()} >= {
@@ -305,26 +312,20 @@ MALFORMED = [
 
 def test_malformed_configs_exit_2_naming_the_key_and_write_nothing(tmp_path):
     assert len(MALFORMED) >= 15
-    processes = []
-    for index, (text, _) in enumerate(MALFORMED):
+    for index, (text, expected) in enumerate(MALFORMED):
         folder = tmp_path / f"case{index}"
         folder.mkdir()
-        path = folder / "bad.yaml"
-        path.write_text(text)
-        command = [PATHGRAD, "train", str(path), "--quiet"]
-        processes.append(
-            subprocess.Popen(
-                command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
-        if len(processes) % 4 == 0:
-            processes[-4].wait()
-    for index, ((text, expected), process) in enumerate(zip(MALFORMED, processes, strict=True)):
-        stdout, stderr = process.communicate(timeout=120)
-        assert process.returncode == 2, (text, stderr)
+        (folder / "bad.yaml").write_text(text)
+        if index == 0:  # the installed command, once; the others in this process
+            command = [PATHGRAD, "train", "bad.yaml", "--quiet"]
+            result = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+            code, stderr = result.returncode, result.stderr
+        else:
+            code, _, stderr = run_cli(["train", "bad.yaml", "--quiet"], cwd=folder)
+        assert code == 2, (text, stderr)
         assert expected in stderr, (expected, stderr)
         assert len(stderr.strip().splitlines()) == 1, stderr
-        assert [p.name for p in (tmp_path / f"case{index}").iterdir()] == ["bad.yaml"]
+        assert [p.name for p in folder.iterdir()] == ["bad.yaml"]
 
 
 @pytest.mark.parametrize(
@@ -339,11 +340,8 @@ def test_malformed_configs_exit_2_naming_the_key_and_write_nothing(tmp_path):
     ],
 )
 def test_command_line_errors_exit_2(tmp_path, args, expected):
-    env = {**os.environ, "WANDB_MODE": "offline"}
-    result = subprocess.run(
-        [PATHGRAD, *args], cwd=tmp_path, capture_output=True, text=True, env=env
-    )
-    assert result.returncode == 2 and expected in result.stderr, result.stderr
+    code, _, stderr = run_cli(args, cwd=tmp_path)
+    assert code == 2 and expected in stderr, stderr
     assert list(tmp_path.iterdir()) == []
 
 

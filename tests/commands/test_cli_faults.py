@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import run_cli
 from pathgrad.checkpoint import read_index
 from pathgrad.runs.config import load_config
 from pathgrad.runs.run import RunLock, create_run_dir
@@ -26,7 +27,9 @@ FAST = ["trainer.total_updates=6", "eval.frequency_steps=4096", "env.num_envs=16
 
 
 def pathgrad(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PATHGRAD, *args], cwd=cwd, capture_output=True, text=True, env=ENV)
+    """The command's result, run in this process (the tests that need a process start one)."""
+    code, stdout, stderr = run_cli(args, cwd=cwd)
+    return subprocess.CompletedProcess([PATHGRAD, *args], code, stdout, stderr)
 
 
 def assert_usage_error(result: subprocess.CompletedProcess, *fragments: str) -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 
 def load_script():
