@@ -47,7 +47,7 @@ class NewtonAnt(NewtonEnv):
     below ``termination_height`` = 0.27 m. Observation (37): torso height,
     orientation (xyzw), linear and angular velocity, hinge angles, 0.1 x hinge
     velocities, up and heading alignment, the previous action. Initial state:
-    torso at 0.55 m (+-0.1), orientation within +-0.1 rad per axis, hinges at
+    torso at 0.75 m (+-0.05), orientation within +-0.1 rad per axis, hinges at
     ``init_qpos`` +-0.2 rad, velocities +-0.25. Metrics: ``forward_velocity``
     (m/s), ``distance`` (x of the torso, m; episodes start at 0) and
     ``average_forward_velocity`` (distance over the episode's duration, m/s);
