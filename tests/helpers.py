@@ -318,3 +318,18 @@ def run_cli(args: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str
     finally:
         os.chdir(previous)
     return code, out.getvalue(), err.getvalue()
+
+
+def train_run(folder: Path, *args: str) -> Path:
+    """``pathgrad train ARGS`` in ``folder`` (in this process); the run directory it made."""
+    code, _, stderr = run_cli(["train", *args], cwd=folder)
+    assert code == 0, stderr
+    (run_dir,) = (folder / "runs").iterdir()
+    return run_dir
+
+
+def copy_run(run_dir: Path, tmp_path: Path) -> Path:
+    """A copy of ``run_dir`` at ``tmp_path / "run"`` for a test to damage."""
+    import shutil
+
+    return Path(shutil.copytree(run_dir, tmp_path / "run"))

@@ -7,9 +7,6 @@ with eager imports. Any public name also registers the built-in envs.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 __version__ = "0.1.0"
 
 _EXPORTS = {
@@ -66,7 +63,9 @@ _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in nam
 __all__ = sorted(_MODULE_OF)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
+    import importlib  # here: ``import pathgrad`` imports nothing (the command's start-up)
+
     module = _MODULE_OF.get(name)
     if module is None:  # a submodule, e.g. ``pathgrad.envs`` after a bare ``import pathgrad``
         try:

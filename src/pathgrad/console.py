@@ -1,21 +1,25 @@
 """Entry point of the ``pathgrad`` command.
 
-It imports nothing heavy before it can answer a signal: Ctrl-C or SIGTERM
-while the libraries are still loading ends the process at once with one line
-and exit status 130 / 143, not a traceback (nothing is written yet).
+Its first statement makes SIGINT and SIGTERM end the process at once, with one
+line and exit status 130 / 143 rather than a traceback, until the libraries are
+loaded (nothing is written before); ``import pathgrad`` itself imports nothing,
+so no Ctrl-C meets an unguarded import.
 """
 
 from __future__ import annotations
 
 import sys
 
+from pathgrad.core import start_up_signals
+
 
 def main() -> int:
     """Load the command line and run it."""
-    from pathgrad.commands import signals_exit
-
-    with signals_exit():
+    previous = start_up_signals.guard()
+    try:
         from pathgrad.cli import main as run
+    finally:
+        start_up_signals.restore(previous)
     code = run()
     from pathgrad.distributed import exit_rank
 

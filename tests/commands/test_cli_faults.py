@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import run_cli
+from helpers import copy_run, run_cli, train_run
 from pathgrad.checkpoint import read_index
 from pathgrad.runs.config import load_config
 from pathgrad.runs.run import RunLock, create_run_dir
@@ -46,16 +45,12 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("trained")
-    result = pathgrad("train", *FAST, cwd=folder)
-    assert result.returncode == 0, result.stderr
-    (run_dir,) = (folder / "runs").iterdir()
-    return run_dir
+    return train_run(tmp_path_factory.mktemp("trained"), *FAST)
 
 
 @pytest.fixture
 def run_copy(trained, tmp_path) -> Path:
-    return Path(shutil.copytree(trained, tmp_path / "run"))
+    return copy_run(trained, tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 import pathgrad
+from helpers import copy_run, train_run
 from pathgrad.cli import main
 from pathgrad.core import atomic_files
 
@@ -63,16 +64,12 @@ def run_main(capfd, *args: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("trained")
-    result = pathgrad_cli("train", *FAST, cwd=folder)
-    assert result.returncode == 0, result.stderr
-    (run_dir,) = (folder / "runs").iterdir()
-    return run_dir
+    return train_run(tmp_path_factory.mktemp("trained"), *FAST)
 
 
 @pytest.fixture
 def run_copy(trained, tmp_path) -> Path:
-    return Path(shutil.copytree(trained, tmp_path / "run"))
+    return copy_run(trained, tmp_path)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from test_cli_faults import FAST, assert_usage_error, pathgrad, snapshot
 
 import pathgrad.checkpoint as checkpoint_module
 import pathgrad.runs.run as run_module
+from helpers import copy_run, train_run
 from pathgrad.checkpoint import read_checkpoint, read_index
 from pathgrad.cli import main
 
@@ -24,16 +25,12 @@ SAVING = ["trainer.total_updates=6", "trainer.save_frequency_updates=2",
 @pytest.fixture(scope="module")
 def saving(tmp_path_factory) -> Path:
     """A run with periodic checkpoints at updates 4 and 6 (2 was pruned) and a final one."""
-    folder = tmp_path_factory.mktemp("saving")
-    result = pathgrad("train", *SAVING, cwd=folder)
-    assert result.returncode == 0, result.stderr
-    (run_dir,) = (folder / "runs").iterdir()
-    return run_dir
+    return train_run(tmp_path_factory.mktemp("saving"), *SAVING)
 
 
 @pytest.fixture
 def run_copy(saving, tmp_path) -> Path:
-    return Path(shutil.copytree(saving, tmp_path / "run"))
+    return copy_run(saving, tmp_path)
 
 
 def unchanged(before: dict, after: dict) -> bool:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pathgrad.core.start_up_signals import EXIT_SIGINT, EXIT_SIGTERM, exit_now
 from pathgrad.core.termination import Terminated
 
 __all__ = [
@@ -26,8 +26,6 @@ __all__ = [
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3  # training stopped: too many consecutive skipped updates
-EXIT_SIGINT = 130
-EXIT_SIGTERM = 143
 
 
 class UsageError(ValueError):
@@ -59,16 +57,6 @@ def _handling_signals(handler: Any) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous_term)
 
 
-def _exit_now(signum: int, frame: Any) -> None:
-    line, status = (
-        (b"pathgrad: interrupted\n", EXIT_SIGINT)
-        if signum == signal.SIGINT
-        else (b"pathgrad: terminated\n", EXIT_SIGTERM)
-    )
-    os.write(2, line)
-    os._exit(status)
-
-
 @contextlib.contextmanager
 def signals_exit() -> Iterator[None]:
     """SIGINT/SIGTERM end the process at once inside the block: one line, exit 130 / 143.
@@ -77,7 +65,7 @@ def signals_exit() -> Iterator[None]:
     code that runs: a library being imported can swallow it in C (torch's NumPy
     initialisation does, and then trains on) or be left half-imported.
     """
-    with _handling_signals(_exit_now):
+    with _handling_signals(exit_now):
         yield
 
 
