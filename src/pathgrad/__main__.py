@@ -2,10 +2,7 @@
 
 import sys
 
-from pathgrad.cli import main
-from pathgrad.distributed import exit_rank
+from pathgrad.console import main
 
 if __name__ == "__main__":
-    code = main()
-    exit_rank(code)  # a torchrun rank ends here
-    sys.exit(code)
+    sys.exit(main())  # the start-up guard, the command, then a torchrun rank's exit
