@@ -225,3 +225,11 @@ def test_readme_one_call_example_runs(tmp_path):
     output = run_script(str(script), cwd=tmp_path).strip().splitlines()
     assert output[-2].startswith("completed ") and "runs/pendulum-" in output[-2]
     assert output[-1].startswith("[") and len(output[-1].strip("[]").split()) == 1  # one action
+
+
+def test_the_bench_extra_provides_brax_apg():
+    """With ``pip install -e '.[bench]'`` (its pinned versions), Brax's APG trainer imports."""
+    pytest.importorskip("brax", reason="the bench extra is not installed")
+    from brax.training.agents.apg import train
+
+    assert callable(train)
