@@ -87,10 +87,17 @@ EVAL_ENVS, EVAL_EPISODES, EVAL_SEED = 16, 16, 12345
 
 def _evaluate(policy, env_name: str, seed: int, transform=None) -> float:
     import pathgrad
+    from pathgrad.evaluation import PATHGRAD_EVALUATION
 
     env = pathgrad.build_learning_env(env_name, num_envs=EVAL_ENVS, device="cpu", seed=seed + 1)
     metrics = pathgrad.evaluate_episodes(
-        policy, env, EVAL_EPISODES, "cpu", seed=EVAL_SEED, observation_transform=transform
+        policy,
+        env,
+        EVAL_EPISODES,
+        "cpu",
+        seed=EVAL_SEED,
+        observation_transform=transform,
+        **PATHGRAD_EVALUATION,
     )
     return metrics["eval/avg_reward"]
 

@@ -96,7 +96,8 @@ def main() -> None:
     after = evaluate()
     print(
         f"return {before['eval/avg_reward']:.2f} -> {after['eval/avg_reward']:.2f}, "
-        f"final error {before['eval/final_error']:.3f} -> {after['eval/final_error']:.3f} m"
+        f"final error {before['eval/metrics/final_error']:.3f} -> "
+        f"{after['eval/metrics/final_error']:.3f} m"
     )
 
 

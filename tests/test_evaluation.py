@@ -1,4 +1,7 @@
-"""evaluate_episodes: exact episode counts, metrics, mode restore, errors."""
+"""evaluate_episodes: exact episode counts, metrics, mode restore, errors.
+
+Its defaults are the reference's; pathgrad's own choices are PATHGRAD_EVALUATION (``OWN``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import torch
 
 from helpers import LinearPolicy, ScalarEnv
 from pathgrad.envs import PointMass
+from pathgrad.evaluation import PATHGRAD_EVALUATION as OWN
 from pathgrad.evaluation import evaluate_episodes
 from pathgrad.policies import GaussianMLPPolicy
 
@@ -26,7 +30,7 @@ class UnevenEnv(ScalarEnv):
 
 def test_counts_exactly_the_requested_episodes_spread_over_envs():
     # 3 episodes over 2 envs: env 0 contributes 2 (length 1), env 1 one (length 3).
-    metrics = evaluate_episodes(LinearPolicy(), UnevenEnv([0.0, 0.0]), 3, "cpu")
+    metrics = evaluate_episodes(LinearPolicy(), UnevenEnv([0.0, 0.0]), 3, "cpu", **OWN)
     assert metrics["eval/avg_length"] == pytest.approx((1 + 1 + 3) / 3)
     assert metrics["eval/avg_reward"] == pytest.approx((1 + 1 + 6) / 3)
     assert metrics["eval/success_rate"] == pytest.approx(2 / 3)
@@ -37,8 +41,8 @@ def test_point_mass_metrics_seed_and_mode_restore():
     policy = GaussianMLPPolicy(6, 2)
     policy.train()
     env = PointMass(4, max_episode_steps=5, seed=0)
-    first = evaluate_episodes(policy, env, 6, "cpu", seed=3)
-    second = evaluate_episodes(policy, env, 6, "cpu", seed=3)
+    first = evaluate_episodes(policy, env, 6, "cpu", seed=3, **OWN)
+    second = evaluate_episodes(policy, env, 6, "cpu", seed=3, **OWN)
     assert first == second
     assert policy.training
     assert first["eval/avg_length"] == 5.0
@@ -56,7 +60,7 @@ def test_errors():
             LinearPolicy(), ScalarEnv([0.0], episode_steps=100), 2, "cpu", max_steps=10
         )
     env = ScalarEnv([0.0])
-    metrics = evaluate_episodes(LinearPolicy(), env, 1, "cpu")
+    metrics = evaluate_episodes(LinearPolicy(), env, 1, "cpu", **OWN)
     assert metrics["eval/success_rate"] != metrics["eval/success_rate"]  # NaN: no success metric
     assert metrics["eval/position"] == 0.0
 
@@ -100,7 +104,7 @@ class StaggeredEnv:
 def test_non_scalar_metrics_are_reported_per_component_and_success_from_info():
     # Default per-env quotas for 4 episodes over 3 envs: env 0 gives two episodes of
     # length 1, env 1 one of length 2, env 2 one of length 3.
-    metrics = evaluate_episodes(LinearPolicy(), StaggeredEnv(), 4, "cpu")
+    metrics = evaluate_episodes(LinearPolicy(), StaggeredEnv(), 4, "cpu", **OWN)
     assert metrics == pytest.approx(
         {
             "eval/avg_reward": 1.75,
@@ -114,24 +118,20 @@ def test_non_scalar_metrics_are_reported_per_component_and_success_from_info():
     )
 
 
-def test_first_completed_selection_and_reference_prefix_match_the_reference():
-    metrics = evaluate_episodes(
-        LinearPolicy(),
-        StaggeredEnv(),
-        4,
-        "cpu",
-        episode_selection="first_completed",
-        metric_prefix="eval/metrics/",
-    )
+def test_the_defaults_are_the_reference_s_selection_prefix_and_dropped_vector_metrics():
+    metrics = evaluate_episodes(LinearPolicy(), StaggeredEnv(), 4, "cpu")
     # The first four completions: env 0 at steps 1, 2, 3 and env 1 at step 2.
     assert metrics["eval/avg_reward"] == 1.25
     assert metrics["eval/avg_length"] == 1.25
     assert metrics["eval/success_rate"] == 1.0
     assert metrics["eval/metrics/terminal_step"] == 1.25
-    assert "eval/metrics/final_position" not in metrics
-    assert metrics["eval/metrics/final_position/1"] == 11.25
+    assert not any(key.startswith("eval/metrics/final_position") for key in metrics)
+    kept = evaluate_episodes(LinearPolicy(), StaggeredEnv(), 4, "cpu", vector_metrics="components")
+    assert kept["eval/metrics/final_position/1"] == 11.25
     with pytest.raises(ValueError, match="episode_selection must be one of"):
         evaluate_episodes(LinearPolicy(), StaggeredEnv(), 1, "cpu", episode_selection="any")
+    with pytest.raises(ValueError, match="vector_metrics must be one of"):
+        evaluate_episodes(LinearPolicy(), StaggeredEnv(), 1, "cpu", vector_metrics="keep")
 
 
 class SuccessEverywhereEnv(UnevenEnv):
@@ -145,7 +145,7 @@ class SuccessEverywhereEnv(UnevenEnv):
 
 
 def test_info_success_wins_over_metrics_success():
-    metrics = evaluate_episodes(LinearPolicy(), SuccessEverywhereEnv([0.0, 0.0]), 3, "cpu")
+    metrics = evaluate_episodes(LinearPolicy(), SuccessEverywhereEnv([0.0, 0.0]), 3, "cpu", **OWN)
     assert metrics["eval/success_rate"] == 1.0
     assert "eval/success" not in metrics
 
@@ -153,7 +153,7 @@ def test_info_success_wins_over_metrics_success():
 def test_action_transform_is_applied_before_the_env_step_and_on_step_sees_info():
     # a = 0.3 * x with x = 10: the env moves by 3, or by 1 with the clamp to [-1, 1].
     env = ScalarEnv([10.0], episode_steps=1)
-    plain = evaluate_episodes(LinearPolicy(), env, 1, "cpu")
+    plain = evaluate_episodes(LinearPolicy(), env, 1, "cpu", **OWN)
     infos = []
     clamped = evaluate_episodes(
         LinearPolicy(),
@@ -162,6 +162,7 @@ def test_action_transform_is_applied_before_the_env_step_and_on_step_sees_info()
         "cpu",
         action_transform=lambda action: action.clamp(-1.0, 1.0),
         on_step=infos.append,
+        **OWN,
     )
     assert plain["eval/position"] == pytest.approx(13.0)
     assert clamped["eval/position"] == pytest.approx(11.0)

@@ -102,6 +102,7 @@ LAYERS = (
         "reference core",
         (
             "pathgrad.policies",
+            "pathgrad.models",
             "pathgrad.normalization",
             "pathgrad.gradients",
             "pathgrad.collector",

@@ -14,7 +14,7 @@ from pathgrad.core.episodes import first_episode_mask
 from pathgrad.env import DifferentiableVecEnv
 from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
 from pathgrad.normalization import RunningObservationNormalizer
-from pathgrad.policies import Policy, PolicyOutput
+from pathgrad.policies import Policy, PolicyOutput, as_tensor_policy
 
 __all__ = [
     "DifferentiableCollector",
@@ -37,16 +37,20 @@ class RolloutChunks(Protocol):
 class DifferentiableTransition:
     """One graph-connected step of every env.
 
+    Built as the reference builds it (``done`` left out: it is derived) or
+    with an explicit ``done``.
+
     Attributes:
         observation: Raw (unnormalized) observation the action was chosen from.
-        policy_output: The policy's mapping (``action``, ``log_prob``, ...).
+        policy_output: The policy's mapping (``action``, ``log_prob``, ...; a
+            TensorDict too).
         reward: Reward ``[N]``.
         terminated: Episode ended in a terminal state ``[N]``.
         truncated: Episode cut by the time limit ``[N]``.
-        done: ``terminated | truncated``.
         next_observation: Observation after the step (the next episode's first
             one for rows that reset; ``info["final_observation"]`` has the other).
         info: The env's info dict.
+        done: ``terminated | truncated`` when not given.
     """
 
     observation: torch.Tensor
@@ -54,9 +58,16 @@ class DifferentiableTransition:
     reward: torch.Tensor
     terminated: torch.Tensor
     truncated: torch.Tensor
-    done: torch.Tensor
     next_observation: torch.Tensor
     info: Mapping[str, Any]
+    done: torch.Tensor = None  # type: ignore[assignment]  # derived in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.done is None:
+            done = torch.as_tensor(self.terminated, dtype=torch.bool) | torch.as_tensor(
+                self.truncated, dtype=torch.bool
+            )
+            object.__setattr__(self, "done", done)
 
     @classmethod
     def from_step(
@@ -76,9 +87,9 @@ class DifferentiableTransition:
             reward=reward,
             terminated=terminated,
             truncated=truncated,
-            done=terminated | truncated,
             next_observation=next_observation,
             info=info,
+            done=terminated | truncated,
         )
 
     @property
@@ -144,7 +155,8 @@ class DifferentiableCollector:
 
     Args:
         env: The differentiable env.
-        policy: The policy.
+        policy: The policy, of either calling convention (tensors, or the
+            reference's TensorDicts through :func:`~pathgrad.policies.as_tensor_policy`).
         device: Device of rewards and flags in the rollout.
         observation_normalizer: Optional normalizer applied before the policy.
         clip_actions_to_space: Clamp actions to the action space bounds before
@@ -180,6 +192,8 @@ class DifferentiableCollector:
         self.record_action_adjoint_stats = bool(record_action_adjoint_stats)
         self._observation: torch.Tensor | None = None
         self._reset_checked = self._step_checked = False
+        # Set by the trainer for algorithms that bootstrap from info['final_observation'].
+        self.needs_final_observation = False
         self.compiled_chunks: RolloutChunks | None = None
         self.action_bounds = (
             action_space_bounds(env.single_action_space, self.device)
@@ -249,13 +263,14 @@ class DifferentiableCollector:
             return self._collect_fused(num_steps, deterministic, on_step_callback)
         transitions = []
         observation = initial_observation
+        policy = as_tensor_policy(self.policy)
         for _ in range(num_steps):
             policy_input = (
                 observation
                 if self.observation_normalizer is None
                 else self.observation_normalizer.normalize(observation)
             )
-            policy_output = self.policy.get_differentiable_action(
+            policy_output = policy.get_differentiable_action(
                 policy_input, deterministic=deterministic
             )
             if not isinstance(policy_output, PolicyOutput):
@@ -268,7 +283,9 @@ class DifferentiableCollector:
                 action.register_hook(self._adjoint_clipper(stats))
             result = self.env.step(action)
             if not self._step_checked:
-                check_first_result(self.env, "step", result)
+                check_first_result(
+                    self.env, "step", result, needs_final_observation=self.needs_final_observation
+                )
                 self._step_checked = True
             next_observation, reward, terminated, truncated, info = result
             transition = DifferentiableTransition.from_step(

@@ -130,6 +130,9 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             action_adjoint_max_norm=cfg.action_adjoint_max_norm,
             record_action_adjoint_stats=cfg.record_gradient_health,
         )
+        self.collector.needs_final_observation = bool(
+            getattr(algorithm, "needs_final_observation", False)
+        )
         algorithm.observation_transform = (
             observation_normalizer.normalize if observation_normalizer is not None else None
         )

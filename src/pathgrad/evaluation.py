@@ -8,14 +8,25 @@ from typing import Any
 import torch
 
 from pathgrad.env import DifferentiableVecEnv
-from pathgrad.policies import Policy
+from pathgrad.policies import Policy, as_tensor_policy
 
-__all__ = ["EPISODE_SELECTIONS", "evaluate_episodes"]
+__all__ = ["EPISODE_SELECTIONS", "PATHGRAD_EVALUATION", "VECTOR_METRICS", "evaluate_episodes"]
 
 # "per_env": env i contributes its first quota_i episodes (quotas differ by at
 # most one), so short episodes are not favoured. "first_completed": the first
 # episodes to finish, in step order then env order (the reference's rule).
 EPISODE_SELECTIONS = ("per_env", "first_completed")
+# Metrics shaped [N, K] with K > 1: "drop" them (the reference), or report
+# "components" <name>/<i>.
+VECTOR_METRICS = ("drop", "components")
+# pathgrad's own choices, which its trainer, `pathgrad eval` and benchmarks pass:
+# unbiased episodes (docs/porting.md measures the bias of "first_completed"),
+# short keys, every component of vector metrics. The defaults are the reference's.
+PATHGRAD_EVALUATION: dict[str, str] = {
+    "episode_selection": "per_env",
+    "metric_prefix": "eval/",
+    "vector_metrics": "components",
+}
 
 
 @torch.no_grad()
@@ -30,29 +41,34 @@ def evaluate_episodes(
     *,
     action_transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
     on_step: Callable[[Any], None] | None = None,
-    episode_selection: str = "per_env",
-    metric_prefix: str = "eval/",
+    episode_selection: str = "first_completed",
+    metric_prefix: str = "eval/metrics/",
+    vector_metrics: str = "drop",
 ) -> dict[str, float]:
     """Run deterministic actions until exactly ``num_episodes`` episodes complete.
 
-    By default episodes are spread over the batch: env ``i`` contributes its
-    first ``num_episodes // N`` (one more for the first ``num_episodes % N``
-    envs) episodes, so short episodes are not favoured;
-    ``episode_selection="first_completed"`` counts the first episodes to finish
-    instead, as the reference does. The policy's train/eval mode is restored
-    afterwards.
+    The defaults are the reference's: the first ``num_episodes`` episodes to
+    finish count (``episode_selection="first_completed"``, in step order then
+    env order), env metrics are reported as ``eval/metrics/<name>`` and metrics
+    with several values per env are dropped. pathgrad's trainer and commands
+    pass :data:`PATHGRAD_EVALUATION` instead: with ``"per_env"`` env ``i``
+    contributes its first ``num_episodes // N`` (one more for the first
+    ``num_episodes % N`` envs) episodes, so short episodes are not favoured.
+    The policy's train/eval mode is restored afterwards.
 
     Success is read from ``info["success"]`` when the env gives it there (it
     wins), otherwise from ``info["metrics"]["success"]``. Each other entry of
     ``info["metrics"]`` shaped ``[N]`` or ``[N, 1]`` is reported as its mean
     under ``<prefix><name>``; one shaped ``[N, ...]`` with more values per env
-    (e.g. a ``[N, 2]`` final position) is flattened per env and component ``i``
-    is reported under ``<prefix><name>/<i>``. Entries that are not per env
+    (e.g. a ``[N, 2]`` final position) is dropped, or with
+    ``vector_metrics="components"`` flattened per env, component ``i``
+    reported under ``<prefix><name>/<i>``. Entries that are not per env
     (no leading ``N`` dimension) are ignored. A metric is averaged over the
     counted episodes whose final step reported it.
 
     Args:
-        policy: Policy to evaluate (``get_action`` with ``deterministic=True``).
+        policy: Policy to evaluate (``get_action`` with ``deterministic=True``),
+            of either calling convention (tensors or the reference's TensorDicts).
         env: Env to run; it is reset (with ``seed``) first.
         num_episodes: Episodes to count.
         device: Device of the statistics.
@@ -65,9 +81,9 @@ def evaluate_episodes(
             (e.g. the clamp to the action space the trainer trains with);
             off by default.
         on_step: Called with each step's raw ``info``.
-        episode_selection: ``per_env`` (default) or ``first_completed``.
-        metric_prefix: Prefix of the env metrics' keys; the reference uses
-            ``"eval/metrics/"``.
+        episode_selection: ``first_completed`` (default) or ``per_env``.
+        metric_prefix: Prefix of the env metrics' keys (pathgrad's: ``"eval/"``).
+        vector_metrics: ``drop`` (default) or ``components``.
 
     Returns:
         ``eval/avg_reward``, ``eval/avg_length``, ``eval/success_rate`` (NaN if
@@ -75,7 +91,7 @@ def evaluate_episodes(
 
     Raises:
         ValueError: If ``num_episodes`` is not positive or
-            ``episode_selection`` is unknown.
+            ``episode_selection`` or ``vector_metrics`` is unknown.
         RuntimeError: If the episodes do not complete within ``max_steps``.
     """
     if num_episodes <= 0:
@@ -85,6 +101,11 @@ def evaluate_episodes(
             f"episode_selection must be one of {list(EPISODE_SELECTIONS)}, "
             f"got '{episode_selection}'."
         )
+    if vector_metrics not in VECTOR_METRICS:
+        raise ValueError(
+            f"vector_metrics must be one of {list(VECTOR_METRICS)}, got '{vector_metrics}'."
+        )
+    acting = as_tensor_policy(policy)
     device = torch.device(device)
     num_envs = int(env.num_envs)
     quota = torch.full((num_envs,), num_episodes // num_envs, device=device)
@@ -106,7 +127,7 @@ def evaluate_episodes(
             policy_input = (
                 observation if observation_transform is None else observation_transform(observation)
             )
-            action = policy.get_action(policy_input, deterministic=True)
+            action = acting.get_action(policy_input, deterministic=True)
             if action_transform is not None:
                 action = action_transform(action)
             observation, reward, terminated, truncated, info = env.step(action)
@@ -128,7 +149,7 @@ def evaluate_episodes(
             sums.add("return", episode_return, weight)
             sums.add("length", episode_length, weight)
             info = info if isinstance(info, Mapping) else {}
-            _add_info(sums, env_metrics, info, weight, num_envs, device)
+            _add_info(sums, env_metrics, info, weight, num_envs, device, vector_metrics)
             completed += done.long()
             counted_total += counted.long().sum()
             episode_return = torch.where(done, torch.zeros_like(episode_return), episode_return)
@@ -194,6 +215,7 @@ def _add_info(
     weight: torch.Tensor,
     num_envs: int,
     device: torch.device,
+    vector_metrics: str,
 ) -> None:
     """Add one step's success to ``sums`` and its per-env metrics to ``env_metrics``."""
     metrics = info.get("metrics", {})
@@ -211,6 +233,6 @@ def _add_info(
             continue
         if values.shape[1] == 1:
             env_metrics.add(str(name), values[:, 0], weight)
-        else:
+        elif vector_metrics == "components":
             for index in range(values.shape[1]):
                 env_metrics.add(f"{name}/{index}", values[:, index], weight)

@@ -31,7 +31,7 @@ from torch import nn
 
 from pathgrad.core.atomic_files import atomic_write
 from pathgrad.normalization import RunningObservationNormalizer
-from pathgrad.policies import Policy
+from pathgrad.policies import Policy, as_tensor_policy
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -51,7 +51,8 @@ class DeployedPolicy(nn.Module):
     """Deterministic action of raw observations: normalize, the policy's mean action, bound.
 
     Args:
-        policy: The trained policy.
+        policy: The trained policy, of either calling convention (a TensorDict
+            one is called through :func:`~pathgrad.policies.as_tensor_policy`).
         normalizer: Its observation normalizer, folded in (or ``None``).
         action_bounds: ``(low, high)`` of the action space; actions are clamped
             to them (a no-op for a squashed policy), so the deployed policy
@@ -89,7 +90,8 @@ class DeployedPolicy(nn.Module):
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         normalized = torch.clamp((observation - self.shift) * self.scale, self.low, self.high)
-        action = self.policy.get_differentiable_action(normalized, deterministic=True)["action"]
+        acting = as_tensor_policy(self.policy)
+        action = acting.get_differentiable_action(normalized, deterministic=True)["action"]
         return torch.clamp(action, self.action_low, self.action_high)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
@@ -11,7 +12,17 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ACTIVATIONS", "GaussianMLPPolicy", "Policy", "PolicyOutput", "hidden_layers"]
+__all__ = [
+    "ACTIVATIONS",
+    "CALLING_CONVENTIONS",
+    "GaussianMLPPolicy",
+    "Policy",
+    "PolicyOutput",
+    "TensorDictPolicyAdapter",
+    "as_tensor_policy",
+    "calling_convention",
+    "hidden_layers",
+]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "elu": nn.ELU,
@@ -40,7 +51,15 @@ def hidden_layers(
 
 
 class Policy(nn.Module, metaclass=ABCMeta):
-    """A policy whose actions are differentiable in its parameters and inputs."""
+    """A policy whose actions are differentiable in its parameters and inputs.
+
+    It takes observation tensors ``[N, D]`` (the ``"tensor"`` calling
+    convention). A policy of the reference's convention (a TensorDict with
+    ``obs`` in, the same TensorDict with ``action`` written out) is used
+    everywhere through :func:`as_tensor_policy`.
+    """
+
+    calling_convention = "tensor"
 
     @abstractmethod
     def get_differentiable_action(
@@ -255,3 +274,91 @@ class PolicyOutput(MutableMapping[str, torch.Tensor]):
 
     def __len__(self) -> int:
         return len(self._values) + len(self._deferred)
+
+
+# How a policy is called: "tensor" (pathgrad's), "tensordict" (the reference's: a
+# TensorDict with "obs" in, the same one with "action" written back) or "both"
+# (pathgrad.models.ActorOnly: the convention of its argument).
+CALLING_CONVENTIONS = ("tensor", "tensordict", "both")
+_TENSORDICT_ARGUMENTS = ("tensordict", "td", "tensor_dict")
+
+
+def calling_convention(policy: Any) -> str:
+    """The convention of ``policy``: its ``calling_convention``, else read from its methods.
+
+    A policy that does not declare one and is not a :class:`Policy` is taken to
+    use TensorDicts when the first argument of its ``get_differentiable_action``
+    (or ``get_action``) is named ``tensordict`` (the reference's name).
+    """
+    declared = getattr(type(policy), "calling_convention", None)
+    if declared in CALLING_CONVENTIONS:
+        return declared
+    for name in ("get_differentiable_action", "get_action"):
+        method = getattr(policy, name, None)
+        if not callable(method):
+            continue
+        try:
+            parameters = list(inspect.signature(method).parameters)
+        except (TypeError, ValueError):
+            return "tensor"
+        named = parameters[0] if parameters else ""
+        return "tensordict" if named in _TENSORDICT_ARGUMENTS else "tensor"
+    return "tensor"
+
+
+def as_tensor_policy(policy: Any) -> Any:
+    """``policy`` itself, or a TensorDict-convention policy behind pathgrad's tensor convention.
+
+    The one place where the collector, evaluation, export (and through the
+    collector the trainer and every algorithm) adapt the reference's policies.
+    """
+    if calling_convention(policy) != "tensordict":
+        return policy
+    return TensorDictPolicyAdapter(policy)
+
+
+class TensorDictPolicyAdapter:
+    """A policy of the reference's TensorDict convention, called with tensors.
+
+    Observations ``[N, D]`` go in as ``TensorDict({"obs": obs}, batch_size=[N])``
+    (``tensordict`` is imported on first use); the entries the policy writes come
+    back as a dict, ``sample_log_prob`` renamed ``log_prob``. Any other attribute
+    (``parameters``, ``train``, ``training``, ``state_dict``...) is the policy's own.
+
+    Args:
+        policy: The TensorDict-convention policy.
+    """
+
+    _RENAMED = {"sample_log_prob": "log_prob"}
+
+    def __init__(self, policy: Any) -> None:
+        self.__dict__["policy"] = policy
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["policy"], name)
+
+    def get_differentiable_action(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """The policy's reparameterized outputs for ``obs`` (graph kept)."""
+        written = self.policy.get_differentiable_action(
+            _as_tensordict(obs), deterministic=deterministic
+        )
+        return {self._RENAMED.get(key, key): written[key] for key in written.keys() if key != "obs"}
+
+    @torch.no_grad()
+    def get_action(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """The policy's action for ``obs``, without a graph."""
+        return self.policy.get_action(_as_tensordict(obs), deterministic=deterministic)["action"]
+
+
+def _as_tensordict(obs: torch.Tensor) -> Any:
+    """``TensorDict({"obs": obs}, batch_size=[N])``; ``tensordict`` is an optional extra."""
+    try:
+        from tensordict import TensorDict
+    except ImportError as error:
+        raise ImportError(
+            "a policy of the TensorDict calling convention needs the 'tensordict' package: "
+            "pip install 'pathgrad[tensordict]'."
+        ) from error
+    return TensorDict({"obs": obs}, batch_size=[obs.shape[0]], device=obs.device)

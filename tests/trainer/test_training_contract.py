@@ -85,5 +85,15 @@ def test_the_first_results_of_a_working_env_pass_and_a_missing_info_fails():
     check_first_result(env, "step", (observation, reward, terminated, truncated, info))
     with pytest.raises(EnvContractError, match=r"info\['final_observation'\]: missing"):
         check_first_result(env, "step", (observation, reward, terminated, truncated, {}))
+    # APG reads no final observation (the reference's envs may leave it out); shape checked if given
+    check_first_result(
+        env, "step", (observation, reward, terminated, truncated, {}), needs_final_observation=False
+    )
+    with pytest.raises(EnvContractError, match=r"info\['final_observation'\]: expected"):
+        bad = {"final_observation": observation[:, :2]}
+        check_first_result(
+            env, "step", (observation, reward, terminated, truncated, bad),
+            needs_final_observation=False,
+        )  # fmt: skip
     with pytest.raises(EnvContractError, match=r"PointMass.step\(\).*expected a tuple"):
         check_first_result(env, "step", (observation, reward))

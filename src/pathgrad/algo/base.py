@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
-from pathgrad.algo.schedules import LearningRateSchedule, build_optimizer
+from pathgrad.algo.schedules import LearningRateSchedule, ScheduleView, build_optimizer
 from pathgrad.core.state_checks import check_optimizer_groups
 from pathgrad.utils import AlgorithmCfg, LRSchedulerCfg
 
@@ -125,6 +125,19 @@ class BaseAlgorithm(ABC, Generic[RolloutT]):
         if self.synchronizer is None:
             return extras
         return self.synchronizer.average_gradients(parameters, extras, carry=carry)
+
+    @property
+    def lr_scheduler(self) -> ScheduleView | None:
+        """:attr:`lr_schedule` as a PyTorch-style scheduler (the reference's name).
+
+        ``None`` when no schedule is configured (no name, no warmup), as in the
+        reference; ``last_epoch``, ``state_dict()`` and ``load_state_dict()``
+        are :attr:`lr_schedule`'s, which checkpoints save and restore.
+        """
+        cfg = self.lr_schedule.cfg
+        if cfg.name is None and cfg.warmup_updates == 0:
+            return None
+        return ScheduleView(self.lr_schedule, self.optimizer)
 
     def current_learning_rate(self) -> float:
         """Learning rate of the first parameter group."""

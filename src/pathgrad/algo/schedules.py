@@ -18,7 +18,13 @@ from pathgrad.core.configclasses import (
     scheduler_needs_horizon,
 )
 
-__all__ = ["ClosedFormLR", "LearningRateSchedule", "build_lr_scheduler", "build_optimizer"]
+__all__ = [
+    "ClosedFormLR",
+    "LearningRateSchedule",
+    "ScheduleView",
+    "build_lr_scheduler",
+    "build_optimizer",
+]
 
 _OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
@@ -180,6 +186,67 @@ class LearningRateSchedule:
         bound = state["bound_horizon"]
         self.bound_horizon = None if bound is None else int(bound)
         self.base_learning_rates = [float(rate) for rate in state["base_learning_rates"]]
+
+
+class ScheduleView:
+    """An algorithm's :class:`LearningRateSchedule` seen as a PyTorch LR scheduler.
+
+    ``algorithm.lr_scheduler`` (the reference's name): ``last_epoch`` is the
+    schedule's ``step_count``, ``step()`` advances the algorithm's own curve, and
+    the state dicts are the schedule's, so checkpoints (which save
+    ``algorithm.lr_schedule``) restore it. It holds no state of its own.
+
+    Args:
+        schedule: The algorithm's schedule.
+        optimizer: The optimizer whose rates it sets.
+    """
+
+    def __init__(self, schedule: LearningRateSchedule, optimizer: torch.optim.Optimizer) -> None:
+        self.schedule = schedule
+        self.optimizer = optimizer
+
+    @property
+    def last_epoch(self) -> int:
+        """Updates taken on the curve."""
+        return self.schedule.step_count
+
+    @property
+    def base_lrs(self) -> list[float]:
+        """The base rate of every parameter group."""
+        return list(self.schedule.base_learning_rates)
+
+    def get_last_lr(self) -> list[float]:
+        """The current rate of every parameter group."""
+        return [self.schedule.learning_rate(self.last_epoch, base) for base in self.base_lrs]
+
+    def get_lr(self) -> list[float]:
+        """Same as :meth:`get_last_lr` (a closed form)."""
+        return self.get_last_lr()
+
+    def step(self) -> None:
+        """Advance the algorithm's curve by one update and apply the rate."""
+        self.schedule.step(self.optimizer)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``last_epoch``, ``base_lrs``, ``_last_lr`` and the bound decay horizon."""
+        return {
+            "last_epoch": self.last_epoch,
+            "base_lrs": self.base_lrs,
+            "_last_lr": self.get_last_lr(),
+            "bound_horizon": self.schedule.bound_horizon,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` into the algorithm's schedule and apply its rate."""
+        bound = state_dict.get("bound_horizon")
+        self.schedule.load_state_dict(
+            {
+                "step_count": state_dict["last_epoch"],
+                "bound_horizon": bound,
+                "base_learning_rates": state_dict.get("base_lrs", self.base_lrs),
+            }
+        )
+        self.schedule.apply(self.optimizer)
 
 
 class ClosedFormLR(torch.optim.lr_scheduler.LRScheduler):

@@ -143,6 +143,8 @@ class SHAC(APG):
         observation_dim: Size of the observation (the critic's input).
     """
 
+    needs_final_observation = True  # the bootstrap of a truncated episode reads it
+
     rollout_modes = ("segmented",)
 
     def __init__(self, cfg: SHACCfg, policy: nn.Module, observation_dim: int) -> None:

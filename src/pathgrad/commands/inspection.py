@@ -18,7 +18,7 @@ from pathgrad.env import (
     get_registered_learning_env_names,
     import_env_modules,
 )
-from pathgrad.evaluation import evaluate_episodes
+from pathgrad.evaluation import PATHGRAD_EVALUATION, evaluate_episodes
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.runs.config import ConfigError, RunConfig, device_problem, validate_config
 from pathgrad.runs.config_sources import read_yaml
@@ -165,6 +165,7 @@ def command_eval(args: argparse.Namespace) -> int:
         seed=seed,
         observation_transform=normalizer.normalize if normalizer is not None else None,
         action_transform=_action_transform(config, env),
+        **PATHGRAD_EVALUATION,
     )
     result = {
         "env": config.env.name,

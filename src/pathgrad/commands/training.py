@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -40,8 +41,8 @@ from pathgrad.core.atomic_files import remove_stale_temporaries
 from pathgrad.distributed import DataParallel, join, leave, torchrun_world_size
 from pathgrad.distributed.launch import launch_ranks
 from pathgrad.runs.builtin_configs import resolve_config
-from pathgrad.runs.config import RunConfig, dump_config, load_config
-from pathgrad.runs.config_sources import ConfigError
+from pathgrad.runs.config import RunConfig, dump_config, load_config, reference_translation
+from pathgrad.runs.config_sources import ConfigError, read_yaml
 from pathgrad.runs.provenance import invocation, record_invocation
 from pathgrad.runs.run import (
     CONFIG_FILE,
@@ -92,6 +93,8 @@ def command_train(args: argparse.Namespace) -> int:
         from pathgrad.commands.sweep import command_sweep
 
         return command_sweep(args, config_path, overrides)
+    if config_path is not None:
+        _print_reference_mapping(config_path, args)
     config = load_config(config_path, overrides)  # bad config: one line, before any rank starts
     if args.print_config:
         print(dump_config(config), end="")
@@ -104,6 +107,21 @@ def command_train(args: argparse.Namespace) -> int:
         config, entry, [], quiet=args.quiet, run_dir=None if run_dir is None else Path(run_dir)
     )
     return EXIT_CODES[status]
+
+
+def _print_reference_mapping(config_path: str, args: argparse.Namespace) -> None:
+    """For a config in the reference's format: what each of its keys became (rank 0 only).
+
+    Raises:
+        ConfigError: Listing the reference keys without a pathgrad counterpart.
+    """
+    translation = reference_translation(read_yaml(Path(config_path)))
+    if translation is None or args.quiet or os.environ.get("RANK", "0") != "0":
+        return
+    stream = sys.stderr if args.print_config else sys.stdout  # --print-config: YAML alone
+    print(f"{config_path}: the reference's format, mapped to pathgrad's config:", file=stream)
+    for line in translation.lines:
+        print(f"  {line}", file=stream)
 
 
 def _config_file(argument: str) -> str:

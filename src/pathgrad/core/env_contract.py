@@ -52,8 +52,14 @@ _TRAINING_MEMBERS = ("reset()", "step()", "observation", "reward", "terminated",
                      "info['final_observation']", "reset() info")  # fmt: skip
 
 
-def check_first_result(env: Any, kind: str, result: Any) -> None:
+def check_first_result(
+    env: Any, kind: str, result: Any, *, needs_final_observation: bool = True
+) -> None:
     """Check what the first ``reset`` or ``step`` (``kind``) of ``env`` returned.
+
+    ``info['final_observation']`` may be missing unless ``needs_final_observation``
+    (the critic algorithms bootstrap from it; APG does not, nor do the reference's
+    envs always give it). Given, it is checked either way.
 
     Raises:
         EnvContractError: Naming the env class, the member, what was expected
@@ -61,6 +67,9 @@ def check_first_result(env: Any, kind: str, result: Any) -> None:
     """
     found = reset_problems(env, result) if kind == "reset" else step_problems(env, result)
     problems = [problem for problem in found if problem.member in _TRAINING_MEMBERS]
+    if not needs_final_observation:
+        missing = Problem("info['final_observation']", "missing")
+        problems = [problem for problem in problems if problem != missing]
     if problems:
         more = f" (and {len(problems) - 1} more: `pathgrad check-env` lists them)"
         raise EnvContractError(

@@ -32,7 +32,6 @@ from pydantic import (
 )
 
 from pathgrad.algo.registry import ALGORITHMS, get_algorithm
-from pathgrad.runs.config_sources import ConfigError, merge_layers, read_yaml
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import (
     get_learning_env_factory,
@@ -40,6 +39,8 @@ from pathgrad.env import (
     import_env_modules,
 )
 from pathgrad.policies import ACTIVATIONS
+from pathgrad.runs.config_sources import ConfigError, merge_layers, read_yaml
+from pathgrad.runs.reference_yaml import Translation, is_reference_document, translate
 
 __all__ = [
     "ConfigError",
@@ -51,6 +52,7 @@ __all__ = [
     "dump_config",
     "env_kwargs",
     "load_config",
+    "reference_translation",
     "trainer_config",
     "validate_config",
 ]
@@ -126,18 +128,34 @@ class EnvSection(Section):
 
 
 class PolicySection(Section):
-    """The Gaussian MLP policy."""
+    """The policy: pathgrad's Gaussian MLP, or the reference's ActorOnly (`pathgrad.models`)."""
 
-    hidden_sizes: list[PositiveInt] = Field([64, 64], description="hidden layer widths")
-    activation: Literal[tuple(sorted(ACTIVATIONS))] = Field(  # type: ignore[valid-type]
-        "elu", description="hidden activation"
+    name: Literal["gaussian_mlp", "actor_only"] = Field(
+        "gaussian_mlp",
+        description="`gaussian_mlp` (GaussianMLPPolicy: the keys below) or `actor_only` "
+        "(the reference's ActorOnly: `actor` and `init_log_std`)",
     )
-    init_log_std: float = Field(-0.5, description="initial log standard deviation")
+    actor: dict[str, Any] | None = Field(
+        None,
+        description="actor_only: the actor network, `{type: mlp, network_cfg: {hidden_sizes, "
+        "activation, last_activation, use_layernorm, dropout_p, orthogonal_init}}`",
+    )
+    hidden_sizes: list[PositiveInt] = Field(
+        [64, 64], description="gaussian_mlp: hidden layer widths"
+    )
+    activation: Literal[tuple(sorted(ACTIVATIONS))] = Field(  # type: ignore[valid-type]
+        "elu", description="gaussian_mlp: hidden activation"
+    )
+    init_log_std: float = Field(-0.5, description="initial log standard deviation (both policies)")
     squash: bool = Field(
-        True, description="tanh-squash actions to the action bounds (false: unbounded mean)"
+        True,
+        description="gaussian_mlp: tanh-squash actions to the action bounds "
+        "(false: unbounded mean)",
     )
     layer_norm: bool = Field(
-        False, description="LayerNorm after every hidden activation (the SHAC paper's networks)"
+        False,
+        description="gaussian_mlp: LayerNorm after every hidden activation "
+        "(the SHAC paper's networks)",
     )
 
 
@@ -322,8 +340,30 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     """
     data = read_yaml(Path(path)) if path is not None else {}
     if path is not None:
+        translation = reference_translation(data)  # the reference's format, mapped
+        data = data if translation is None else translation.document
         _model_files_beside(data, Path(path).parent)
     return validate_config(merge_layers(default_document(), data, overrides))
+
+
+def reference_translation(data: dict[str, Any]) -> Translation | None:
+    """A config file's data in the reference's format mapped to pathgrad's; ``None`` for ours.
+
+    Raises:
+        ConfigError: Listing the reference keys that have no pathgrad counterpart.
+    """
+    if not is_reference_document(data):
+        return None
+    return translate(data, _env_argument_names)
+
+
+def _env_argument_names(name: str) -> set[str] | None:
+    """The constructor arguments an ``env.cfg`` of env ``name`` may give (``None``: unknown env)."""
+    try:
+        factory = get_learning_env_factory(name)
+    except (ValueError, ImportError):
+        return None
+    return set(_env_parameters(factory)) - ENV_ARGUMENTS_OWNED_ELSEWHERE
 
 
 def _model_files_beside(data: dict[str, Any], folder: Path) -> None:
@@ -360,6 +400,7 @@ def validate_config(data: dict[str, Any]) -> RunConfig:
     trainer_config(config)
     algorithm_config(config)
     env_kwargs(config)
+    _check_policy(config)
     if config.logging.wandb:
         try:
             import wandb  # noqa: F401
@@ -368,6 +409,23 @@ def validate_config(data: dict[str, Any]) -> RunConfig:
                 "logging.wandb: true needs the 'wandb' package: pip install 'pathgrad[wandb]'."
             ) from error
     return config
+
+
+def _check_policy(config: RunConfig) -> None:
+    """An ``actor_only`` policy needs an actor network config that builds."""
+    section = config.policy
+    if section.name != "actor_only":
+        if section.actor is not None:
+            raise ConfigError("policy.actor: only for policy.name: actor_only.")
+        return
+    if section.actor is None:
+        raise ConfigError("policy.actor: actor_only needs the actor network, {type: mlp, ...}.")
+    from pathgrad.models import build_mlp_from_cfg
+
+    try:
+        build_mlp_from_cfg(section.actor, 1, 1)
+    except (ValueError, TypeError, KeyError) as error:
+        raise ConfigError(f"policy.actor: {error}") from error
 
 
 def dump_config(config: RunConfig) -> str:

@@ -14,14 +14,14 @@ import typing
 from typing import Any
 
 from pathgrad.algo.registry import ALGORITHMS
+from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
+from pathgrad.env import get_learning_env_factory, get_registered_learning_env_names
 from pathgrad.runs.config import (
     ENV_ARGUMENTS_OWNED_ELSEWHERE,
     TRAINER_FIELDS_OWNED_ELSEWHERE,
     RunConfig,
     _env_parameters,
 )
-from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
-from pathgrad.env import get_learning_env_factory, get_registered_learning_env_names
 
 __all__ = ["reference_markdown"]
 
@@ -161,8 +161,8 @@ def _env_rows(env_name: str) -> list[str]:
 
 def _python_default_rows() -> list[str]:
     """Where the command line's defaults differ from those of the Python classes."""
-    from pathgrad.runs.config import algorithm_config, trainer_config
     from pathgrad.policies import GaussianMLPPolicy
+    from pathgrad.runs.config import algorithm_config, trainer_config
 
     config = RunConfig()
     rows = []
@@ -177,6 +177,8 @@ def _python_default_rows() -> list[str]:
             )
     signature = inspect.signature(GaussianMLPPolicy)
     for key, value in config.policy.model_dump().items():
+        if key not in signature.parameters:  # name, actor: the choice of policy class
+            continue
         python = signature.parameters[key].default
         if list(value) != list(python) if isinstance(value, list) else value != python:
             rows.append(

@@ -21,6 +21,11 @@ import torch
 from pathgrad.algo.registry import get_algorithm
 from pathgrad.core.atomic_files import atomic_write
 from pathgrad.core.checkpoint_index import json_safe
+from pathgrad.differentiable_trainer import DifferentiableTrainer
+from pathgrad.distributed.context import rank_seed
+from pathgrad.distributed.sync import DataParallel
+from pathgrad.env import build_learning_env, get_learning_env_factory
+from pathgrad.policies import GaussianMLPPolicy, Policy
 from pathgrad.runs.config import (
     ConfigError,
     RunConfig,
@@ -30,11 +35,6 @@ from pathgrad.runs.config import (
     env_kwargs,
     trainer_config,
 )
-from pathgrad.differentiable_trainer import DifferentiableTrainer
-from pathgrad.distributed.context import rank_seed
-from pathgrad.distributed.sync import DataParallel
-from pathgrad.env import build_learning_env, get_learning_env_factory
-from pathgrad.policies import GaussianMLPPolicy
 
 __all__ = [
     "CONFIG_FILE",
@@ -74,7 +74,7 @@ class RunObjects:
 
     env: Any
     eval_env: Any
-    policy: GaussianMLPPolicy
+    policy: Policy
     algorithm: Any
     trainer: DifferentiableTrainer
 
@@ -193,18 +193,30 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
         raise ConfigError(f"{label}: {error}") from error
 
 
-def build_policy(config: RunConfig, env: Any) -> GaussianMLPPolicy:
+def build_policy(config: RunConfig, env: Any) -> Policy:
     """The configured policy, sized from the env's spaces, in the env's dtype and device."""
     section = config.policy
-    policy = GaussianMLPPolicy.from_spaces(
-        env.single_observation_space,
-        env.single_action_space,
-        hidden_sizes=tuple(section.hidden_sizes),
-        activation=section.activation,
-        init_log_std=section.init_log_std,
-        squash=section.squash,
-        layer_norm=section.layer_norm,
-    )
+    if section.name == "actor_only":
+        from pathgrad.models import build_policy as build_reference_policy
+
+        block = {
+            "name": "actor_only",
+            "actor": section.actor,
+            "initial_log_std": section.init_log_std,
+        }
+        policy = build_reference_policy(
+            block, env.single_observation_space, env.single_action_space, config.env.device
+        )
+    else:
+        policy = GaussianMLPPolicy.from_spaces(
+            env.single_observation_space,
+            env.single_action_space,
+            hidden_sizes=tuple(section.hidden_sizes),
+            activation=section.activation,
+            init_log_std=section.init_log_std,
+            squash=section.squash,
+            layer_norm=section.layer_norm,
+        )
     dtype = torch.float64 if config.env.dtype == "float64" else torch.float32
     return policy.to(device=torch.device(config.env.device), dtype=dtype)
 

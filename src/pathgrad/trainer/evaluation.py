@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from pathgrad.core.action_bounds import clamp_action
-from pathgrad.evaluation import evaluate_episodes
+from pathgrad.evaluation import PATHGRAD_EVALUATION, evaluate_episodes
 from pathgrad.trainer.scalar_logging import eval_scalars
 
 __all__ = ["EvaluationMixin"]
@@ -116,6 +116,7 @@ class EvaluationMixin:
                 if self.collector.action_bounds is not None
                 else None
             ),
+            **PATHGRAD_EVALUATION,
         )
 
     def _save_if_best(self, candidate: float | None) -> None:
