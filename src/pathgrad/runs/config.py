@@ -11,7 +11,6 @@ problem becomes a :class:`ConfigError` whose message names the key path.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 import re
 import typing
@@ -39,6 +38,7 @@ from pathgrad.env import (
     import_env_modules,
 )
 from pathgrad.policies import ACTIVATIONS
+from pathgrad.runs.config_messages import did_you_mean, validation_message
 from pathgrad.runs.config_sources import ConfigError, merge_layers, read_yaml
 from pathgrad.runs.reference_yaml import Translation, is_reference_document, translate
 
@@ -271,63 +271,6 @@ def default_experiment_name(env_name: str, algorithm_name: str) -> str:
     return words if algorithm == "apg" else f"{words}_{algorithm}"
 
 
-# Messages ----------------------------------------------------------------------------
-
-
-def _known_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
-    """Keys accepted at ``loc`` (the location of an unknown key) in ``model``.
-
-    Keys of the sections one level below count too (``optimizer.learning_rate``
-    for a ``learning_rate`` given beside it).
-    """
-    for part in loc[:-1]:
-        model = _section_model(model, str(part))
-        if model is None:
-            return []
-    keys = list(model.model_fields)
-    for name in list(keys):
-        nested = _section_model(model, name)
-        if nested is not None:
-            keys += [f"{name}.{key}" for key in nested.model_fields]
-    return keys
-
-
-def _section_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
-    """The model of field ``name`` when it is a section (optional sections too)."""
-    field = model.model_fields.get(name)
-    annotation = field.annotation if field is not None else None
-    for candidate in (annotation, *typing.get_args(annotation)):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None
-
-
-def _did_you_mean(key: str, candidates: Sequence[str]) -> str:
-    nested = [name for name in candidates if name.rsplit(".", 1)[-1] == key and "." in name]
-    if nested:
-        return f" (did you mean '{nested[0]}'?)"
-    flat = [name for name in candidates if "." not in name]
-    matches = difflib.get_close_matches(key, flat, n=1, cutoff=0.6)
-    return f" (did you mean '{matches[0]}'?)" if matches else ""
-
-
-def _validation_message(error: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
-    """One line for the first problem: key path, what is wrong, what is expected."""
-    first = error.errors()[0]
-    loc = [str(part) for part in first["loc"]]
-    path = ".".join([prefix, *loc] if prefix else loc)
-    if first["type"] == "extra_forbidden":
-        hint = _did_you_mean(loc[-1], _known_keys(model, loc))
-        if "." in hint:  # a key of a section below: named by its whole path
-            above = ".".join(part for part in (prefix, *loc[:-1]) if part)
-            hint = hint.replace(" '", f" '{above}." if above else " '", 1)
-        return f"{path}: unknown key{hint}"
-    if first["type"] == "value_error":
-        message = str(first["msg"]).removeprefix("Value error, ")
-        return f"{path}: {message}" if path else message
-    return f"{path}: {first['msg'].lower()} (got {first['input']!r})"
-
-
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> RunConfig:
     """Read, override and validate a run config; nothing else happens.
 
@@ -396,7 +339,7 @@ def validate_config(data: dict[str, Any]) -> RunConfig:
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(_validation_message(error, RunConfig)) from error
+        raise ConfigError(validation_message(error, RunConfig)) from error
     trainer_config(config)
     algorithm_config(config)
     env_kwargs(config)
@@ -480,13 +423,13 @@ def algorithm_config(config: RunConfig) -> Any:
     try:
         _, cfg_type = get_algorithm(config.algorithm.name)
     except ValueError as error:
-        hint = _did_you_mean(config.algorithm.name.lower(), sorted(ALGORITHMS))
+        hint = did_you_mean(config.algorithm.name.lower(), sorted(ALGORITHMS))
         raise ConfigError(f"algorithm.name: {error}{hint}") from error
     model = _dataclass_model(cfg_type, cfg_type.__name__)
     try:
         model.model_validate(config.algorithm.cfg)
     except ValidationError as error:
-        raise ConfigError(_validation_message(error, model, "algorithm.cfg")) from error
+        raise ConfigError(validation_message(error, model, "algorithm.cfg")) from error
     values = {"device": config.env.device, **config.algorithm.cfg}
     try:
         return cfg_type(**values)
@@ -534,7 +477,7 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
         raise ConfigError(f"env.name: {error}") from error
     except ValueError as error:
         names = get_registered_learning_env_names()
-        hint = _did_you_mean(config.env.name, names)
+        hint = did_you_mean(config.env.name, names)
         raise ConfigError(
             f"env.name: unknown env '{config.env.name}'{hint}; registered: {', '.join(names)}."
         ) from error
@@ -547,7 +490,7 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
                 message = "set by the env section or trainer.seed, not here."
                 raise ConfigError(f"{label}.{name}: {message}")
             if name not in parameters:
-                raise ConfigError(f"{label}.{name}: unknown key{_did_you_mean(name, allowed)}")
+                raise ConfigError(f"{label}.{name}: unknown key{did_you_mean(name, allowed)}")
     hints = {}
     for owner in factory.__mro__ if inspect.isclass(factory) else (factory,):
         init = owner.__init__ if inspect.isclass(owner) else owner
@@ -561,7 +504,7 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
         try:
             model.model_validate(section)
         except ValidationError as error:
-            raise ConfigError(_validation_message(error, model, label)) from error
+            raise ConfigError(validation_message(error, model, label)) from error
     _check_capabilities(config, factory)
     return {**config.env.cfg, **(config.env.train_cfg if training else {})}
 
