@@ -37,3 +37,5 @@ register_learning_env(
 register_learning_env("NewtonReacher", "pathgrad.envs.newton.reacher:NewtonReacher")
 register_learning_env("NewtonAnt", "pathgrad.envs.newton.ant:NewtonAnt")
 register_learning_env("DiffRLAnt", "pathgrad.envs.newton.diffrl_ant:DiffRLAnt")
+register_learning_env("DiffRLHopper", "pathgrad.envs.newton.diffrl_hopper:DiffRLHopper")
+register_learning_env("DiffRLHalfCheetah", "pathgrad.envs.newton.diffrl_cheetah:DiffRLHalfCheetah")

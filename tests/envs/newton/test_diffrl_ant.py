@@ -54,7 +54,8 @@ def test_the_registered_name_builds_with_the_paper_s_constants():
     assert (model.shape_material_kd.numpy() == 1.0e4).all()
     assert (model.shape_material_mu.numpy() == 0.75).all()
     damping = model.joint_damping.numpy().reshape(2, -1)[:, 6:]
-    assert (damping == 1.0).all() and (model.joint_armature.numpy() == 0.05).all()
+    assert (damping == 11.0).all() and (model.joint_armature.numpy() == 0.05).all()
+    assert (model.joint_limit_kd.numpy() == 0.0).all()  # dflex's limit damping is in the 11
     every = DiffRLAnt(1, seed=0, mass_matrix_interval=1)
     assert type(every.simulation) is NewtonSimulation
 

@@ -23,6 +23,11 @@ carried between steps. ``semi_implicit`` integrates maximal coordinates (body
 poses and twists; joints are stiff springs), so the body state is carried
 instead and the joint coordinates of the step's result are computed from it by
 Newton's inverse kinematics, inside the same autograd function.
+
+Newton 1.8's Featherstone converts the external (contact) wrenches in place
+(``eval_rigid_tau``) and its adjoint reads the converted ones, which broke the
+gradients with respect to positions in contact; every taped substep gets the
+wrenches back (:func:`restore_external_forces`) before it is backpropagated.
 """
 
 from __future__ import annotations
@@ -35,7 +40,14 @@ import newton
 import torch
 import warp as wp
 
-__all__ = ["SOLVERS", "NewtonBodyStep", "NewtonSimulation", "NewtonStep", "run_captured"]
+__all__ = [
+    "SOLVERS",
+    "NewtonBodyStep",
+    "NewtonSimulation",
+    "NewtonStep",
+    "restore_external_forces",
+    "run_captured",
+]
 
 SOLVERS = ("featherstone", "semi_implicit")
 
@@ -43,6 +55,37 @@ SOLVERS = ("featherstone", "semi_implicit")
 def _view(array: Any) -> torch.Tensor:
     """A torch tensor sharing ``array``'s memory (never a grad-requiring leaf)."""
     return wp.to_torch(array, requires_grad=False)
+
+
+@wp.kernel(enable_backward=False)
+def _restore_external_forces(
+    body_q_com: wp.array[wp.transform],
+    body_solve_origin: wp.array[wp.vec3],
+    body_f_ext: wp.array[wp.spatial_vector],
+):
+    """Undo the in-place conversion of Featherstone's ``eval_rigid_tau`` (COM wrench ->
+    negated solve-frame wrench), so that its adjoint reads the wrench it was given."""
+    body = wp.tid()
+    converted = body_f_ext[body]
+    force = -wp.spatial_top(converted)
+    arm = wp.transform_get_translation(body_q_com[body]) - body_solve_origin[body]
+    torque = -wp.spatial_bottom(converted) - wp.cross(arm, force)
+    body_f_ext[body] = wp.spatial_vector(force, torque)
+
+
+def restore_external_forces(state: Any) -> None:
+    """Before a taped Featherstone step is backpropagated: give ``eval_rigid_tau``'s adjoint
+    the external (contact) wrenches it read. Newton 1.8 overwrites them in place, and its
+    adjoint then linearizes the moment arm about the negated force, which breaks the
+    gradients with respect to positions in contact (d/dx of a translation-invariant
+    step is not 0 without this)."""
+    wp.launch(
+        _restore_external_forces,
+        dim=len(state.body_f_ext),
+        inputs=[state.body_q_com, state.body_solve_origin, state.body_f_ext],
+        device=state.body_f_ext.device,
+        record_tape=False,
+    )
 
 
 def run_captured(
@@ -218,6 +261,8 @@ class NewtonSimulation:
         self._tape = wp.Tape()
         with self._tape:
             self._substep(self._backward_in, self._backward_out, self._backward_control)
+        if not self.maximal:
+            restore_external_forces(self._backward_out)
         self._tape.backward()
 
     def _zero_adjoint_operations(self) -> None:

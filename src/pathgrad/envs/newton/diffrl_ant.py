@@ -8,7 +8,8 @@ physical constants). Those facts:
   ignores the file's densities): 182 kg. Hinge torque 200 N m per unit
   action, actions clipped to [-1, 1]; no action penalty.
 - Ground contact ke 4e4 N/m, kd 1e4 N s/m, friction slope kf 3e3, mu 0.75;
-  joint limits ke 1e3, kd 10; armature 0.05 on every DOF; joint damping 1.
+  joint limits ke 1e3, kd 10 (see Joint damping); armature 0.05 on every DOF;
+  joint damping 1.
 - 16 substeps per env step of 1/60 s; the mass matrix evaluated at every
   ``mass_matrix_interval``-th substep of a step (16: once per step, dflex's
   ``MM_caching_frequency``; 1: every substep). Episodes of 1000 steps, ended
@@ -24,14 +25,21 @@ physical constants). Those facts:
   (height - 0.27). DiffRL aims the heading at a target 10 km down +x, which
   differs from +x by under 1e-4 rad here.
 
-Contact law. dflex and Newton share the normal force (ke x penetration plus
-kd x approach speed, only while penetrating) and the viscous slope kf of the
-friction, but dflex clamps the two tangential components separately at
-mu x normal force (a box: up to sqrt(2) mu N diagonally) where Newton caps the
-friction vector's magnitude at mu N (a disc); dflex's contacts are the end
-spheres of each capsule, Newton's its capsule-plane contacts (the same
-points). ``benchmarks/diffrl_ant_probe.py --contact`` brackets the effect by
-rollouts at mu and sqrt(2) mu.
+Contact law. dflex's articulated integrator (``eval_rigid_contacts_art``) and
+Newton both put the contacts at the end spheres of each capsule, but dflex's
+normal force is ke d + kd d v (``d`` penetration, ``v`` approach speed: its
+damping scales with the penetration) and its friction min(kf |v_t|, mu ke d)
+against the sliding direction, where Newton's normal force is ke d + kd v and
+its friction kf v_t capped in length at mu (ke d + kd v). With DiffRL's
+constants Newton's contacts are therefore far more damped (at a standing
+penetration of about 5 mm, dflex's damping is kd d = 50 N s/m against 1e4) and
+its normal force jumps by kd v at touchdown. The constants are DiffRL's
+(``contact_model`` overrides them); ``benchmarks/diffrl_ant_probe.py --contact``
+measures rollouts under other friction caps.
+
+Joint damping. dflex's ``jcalc_tau`` applies its joint-limit damping (10) at all
+times, not only beyond a limit, on top of the joint's own (1): the hinges are
+damped 11 here, and Newton's limit damping, which acts only beyond a limit, is 0.
 
 Gradients with cached mass matrices (:class:`MassMatrixCachingSimulation`), as
 dflex's: the adjoints that the substeps reusing a mass matrix (and its
@@ -62,6 +70,7 @@ DIFFRL_ANT_CONTACT_MODEL = {
     "contact_kd": 1.0e4,
     "contact_kf": 3.0e3,
     "mu": 0.75,
+    "limit_kd": 0.0,  # dflex's 10 acts at all times: in the hinges' damping (11)
 }
 
 
@@ -181,7 +190,7 @@ class DiffRLAnt(NewtonAnt):
         max_episode_steps: int | None = None,
         seed: int | None = None,
         armature: float | Sequence[float] | None = None,
-        joint_damping: float | Sequence[float] | None = 1.0,
+        joint_damping: float | Sequence[float] | None = 11.0,
     ) -> None:
         check_constants(positive={"density": density})
         for name, value in (("substeps", substeps), ("mass_matrix_interval", mass_matrix_interval)):
