@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import torch
 import yaml
 from pydantic import (
     BaseModel,
@@ -31,6 +30,7 @@ from pydantic import (
 )
 
 from pathgrad.algo.registry import ALGORITHMS, get_algorithm
+from pathgrad.core.devices import device_problem
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import (
     get_learning_env_factory,
@@ -39,7 +39,7 @@ from pathgrad.env import (
 )
 from pathgrad.policies import ACTIVATIONS
 from pathgrad.runs.config_messages import did_you_mean, validation_message
-from pathgrad.runs.config_sources import ConfigError, merge_layers, read_yaml
+from pathgrad.runs.config_sources import ConfigError, merge_layers, model_files_beside, read_yaml
 from pathgrad.runs.reference_yaml import Translation, is_reference_document, translate
 
 __all__ = [
@@ -73,24 +73,6 @@ TRAINER_FIELDS_OWNED_ELSEWHERE = {
 }
 # Env constructor arguments that the env section or the seed set.
 ENV_ARGUMENTS_OWNED_ELSEWHERE = {"num_envs", "device", "dtype", "seed"}
-
-
-def device_problem(name: str) -> str | None:
-    """Why torch device ``name`` cannot be used on this machine, or ``None`` if it can."""
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError, TypeError):
-        return f"'{name}' is not a torch device (e.g. cpu, cuda, cuda:1, mps)"
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            return f"'{name}' is not available: this torch ({torch.__version__}) sees no CUDA GPU"
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            return f"'{name}' is not available: {torch.cuda.device_count()} CUDA GPU(s) found"
-    elif device.type == "mps" and not torch.backends.mps.is_available():
-        return f"'{name}' is not available on this machine"
-    elif device.type not in ("cpu", "cuda", "mps"):
-        return f"'{name}' is not supported (use cpu, cuda or mps)"
-    return None
 
 
 class Section(BaseModel):
@@ -285,7 +267,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     if path is not None:
         translation = reference_translation(data)  # the reference's format, mapped
         data = data if translation is None else translation.document
-        _model_files_beside(data, Path(path).parent)
+        model_files_beside(data, Path(path).parent)
     return validate_config(merge_layers(default_document(), data, overrides))
 
 
@@ -307,22 +289,6 @@ def _env_argument_names(name: str) -> set[str] | None:
     except (ValueError, ImportError):
         return None
     return set(_env_parameters(factory)) - ENV_ARGUMENTS_OWNED_ELSEWHERE
-
-
-def _model_files_beside(data: dict[str, Any], folder: Path) -> None:
-    """A relative ``model_file`` of a config file that lies beside it names that file.
-
-    (Where the working directory has no such file; the run's ``config.yaml``
-    then records the absolute path, so ``resume`` finds it from anywhere.)
-    """
-    env = data.get("env") if isinstance(data, dict) else None
-    for section in ("cfg", "train_cfg"):
-        cfg = env.get(section) if isinstance(env, dict) else None
-        value = cfg.get("model_file") if isinstance(cfg, dict) else None
-        if isinstance(value, str) and not Path(value).is_absolute() and not Path(value).exists():
-            beside = folder / value
-            if beside.is_file():
-                cfg["model_file"] = str(beside.resolve())
 
 
 def default_document() -> dict[str, dict[str, Any]]:

@@ -19,7 +19,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-__all__ = ["ConfigError", "merge_layers", "read_yaml"]
+__all__ = ["ConfigError", "merge_layers", "model_files_beside", "read_yaml"]
 
 BUDGETS = ("total_updates", "total_timesteps")
 
@@ -145,3 +145,19 @@ def _mapping_value(dotted_key: str, layer: dict[str, Any]) -> bool:
 
 def _first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def model_files_beside(data: dict[str, Any], folder: Path) -> None:
+    """A relative ``model_file`` of a config file that lies beside it names that file.
+
+    (Where the working directory has no such file; the run's ``config.yaml``
+    then records the absolute path, so ``resume`` finds it from anywhere.)
+    """
+    env = data.get("env") if isinstance(data, dict) else None
+    for section in ("cfg", "train_cfg"):
+        cfg = env.get(section) if isinstance(env, dict) else None
+        value = cfg.get("model_file") if isinstance(cfg, dict) else None
+        if isinstance(value, str) and not Path(value).is_absolute() and not Path(value).exists():
+            beside = folder / value
+            if beside.is_file():
+                cfg["model_file"] = str(beside.resolve())

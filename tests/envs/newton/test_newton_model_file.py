@@ -84,7 +84,7 @@ def test_a_given_relative_model_file_is_looked_for_here_then_beside_the_module(
 
 
 def test_a_config_file_s_relative_model_file_lies_beside_it(tmp_path, monkeypatch):
-    from pathgrad.runs.config import _model_files_beside
+    from pathgrad.runs.config_sources import model_files_beside
 
     (tmp_path / "robot").mkdir()
     shutil.copy(ASSET, tmp_path / "robot" / "arm.xml")
@@ -92,10 +92,10 @@ def test_a_config_file_s_relative_model_file_lies_beside_it(tmp_path, monkeypatc
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     data = {"env": {"cfg": {"model_file": "arm.xml"}, "train_cfg": {"model_file": "x.xml"}}}
-    _model_files_beside(data, tmp_path / "robot")  # as load_config does for robot/run.yaml
+    model_files_beside(data, tmp_path / "robot")  # as load_config does for robot/run.yaml
     assert data["env"]["cfg"]["model_file"] == str(tmp_path / "robot" / "arm.xml")
     assert data["env"]["train_cfg"]["model_file"] == "x.xml"  # found nowhere: left as given
     (elsewhere / "arm.xml").write_text("<mujoco/>")  # the working directory's wins
     data = {"env": {"cfg": {"model_file": "arm.xml"}}}
-    _model_files_beside(data, tmp_path / "robot")
+    model_files_beside(data, tmp_path / "robot")
     assert data["env"]["cfg"]["model_file"] == "arm.xml"
