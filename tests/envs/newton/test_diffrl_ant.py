@@ -51,7 +51,7 @@ def test_the_registered_name_builds_with_the_paper_s_constants():
     assert torch.equal(env.action_scale, torch.full((8,), 200.0))
     model = env.simulation.model
     assert (model.shape_material_ke.numpy() == 4.0e4).all()
-    assert (model.shape_material_kd.numpy() == 1.0e4).all()
+    assert (model.shape_material_kd.numpy() == 80.0).all()  # dflex's kd d at rest
     assert (model.shape_material_mu.numpy() == 0.75).all()
     damping = model.joint_damping.numpy().reshape(2, -1)[:, 6:]
     assert (damping == 11.0).all() and (model.joint_armature.numpy() == 0.05).all()

@@ -26,8 +26,8 @@ DAMPING = {
     "DiffRLHalfCheetah": [10.0, 10.0, 10.0, 16.0, 14.5, 13.0, 14.5, 13.0, 11.5],
 }
 CONSTANTS = {  # armature, contact ke, kd, kf, mu
-    "DiffRLHopper": (1.0, 2.0e4, 1.0e3, 1.0e3, 0.9),
-    "DiffRLHalfCheetah": (0.1, 2.0e4, 1.0e3, 1.0e3, 1.0),
+    "DiffRLHopper": (1.0, 2.0e4, 4.0, 1.0e3, 0.9),
+    "DiffRLHalfCheetah": (0.1, 2.0e4, 4.0, 1.0e3, 1.0),
 }
 NOISE = {"DiffRLHopper": (0.05, 0.05, 0.05, 0.05), "DiffRLHalfCheetah": (0.1, 0.1, 0.1, 0.25)}
 names = pytest.mark.parametrize("name", list(ENVS))
@@ -165,11 +165,11 @@ def _one_step_jacobian(env, state, seed: int) -> tuple[torch.Tensor, torch.Tenso
 def test_the_action_jacobian_of_one_step_in_contact_agrees_with_finite_differences(name, interval):
     env = ENVS[name](1, seed=0, mass_matrix_interval=interval)
     env.reset(seed=0)
-    with torch.no_grad():
-        for step in range(30):
+    with torch.no_grad():  # the hopper bounces: 38 steps end at the bottom of its second hop
+        for step in range(38 if name == "DiffRLHopper" else 30):
             env.step(0.3 * torch.sin(torch.arange(float(env.action_dim)) + 0.2 * step)[None])
     state = {key: value.detach().clone() for key, value in env.state.items()}
-    assert float(state["joint_q"][0, 1]) < (-0.02 if name == "DiffRLHopper" else -0.3)  # down
+    assert float(state["joint_q"][0, 1]) < (-0.05 if name == "DiffRLHopper" else -0.3)  # down
     got, want = _one_step_jacobian(env, state, seed=1)
     assert torch.linalg.norm(got - want) <= 0.02 * torch.linalg.norm(want), (got, want)
 

@@ -7,7 +7,8 @@ physical constants). Those facts:
 - Newton's ``nv_ant.xml`` with every geom at 1000 kg/m^3 (DiffRL's MJCF loader
   ignores the file's densities): 182 kg. Hinge torque 200 N m per unit
   action, actions clipped to [-1, 1]; no action penalty.
-- Ground contact ke 4e4 N/m, kd 1e4 N s/m, friction slope kf 3e3, mu 0.75;
+- Ground contact ke 4e4 N/m, kd 1e4 N s/m (applied as 80 here, see Contact law),
+  friction slope kf 3e3, mu 0.75;
   joint limits ke 1e3, kd 10 (see Joint damping); armature 0.05 on every DOF;
   joint damping 1.
 - 16 substeps per env step of 1/60 s; the mass matrix evaluated at every
@@ -31,11 +32,13 @@ normal force is ke d + kd d v (``d`` penetration, ``v`` approach speed: its
 damping scales with the penetration) and its friction min(kf |v_t|, mu ke d)
 against the sliding direction, where Newton's normal force is ke d + kd v and
 its friction kf v_t capped in length at mu (ke d + kd v). With DiffRL's
-constants Newton's contacts are therefore far more damped (at a standing
-penetration of about 5 mm, dflex's damping is kd d = 50 N s/m against 1e4) and
-its normal force jumps by kd v at touchdown. The constants are DiffRL's
-(``contact_model`` overrides them); ``benchmarks/diffrl_ant_probe.py --contact``
-measures rollouts under other friction caps.
+constants Newton's contacts would be far more damped (at the resting
+penetration, about 8 mm here, dflex's damping is kd d = 1e4 x 0.008 = 80 N s/m
+against 1e4) and its normal force would jump by kd v = 1e4 v at touchdown. So
+``contact_kd`` is dflex's damping at the resting penetration, 80 (the other
+constants are DiffRL's; ``contact_model`` overrides any of them).
+``benchmarks/diffrl_ant_probe.py --contact`` measures rollouts under other
+friction caps and contact damping.
 
 Joint damping. dflex's ``jcalc_tau`` applies its joint-limit damping (10) at all
 times, not only beyond a limit, on top of the joint's own (1): the hinges are
@@ -67,7 +70,7 @@ __all__ = ["DIFFRL_ANT_CONTACT_MODEL", "DiffRLAnt", "MassMatrixCachingSimulation
 DIFFRL_ANT_CONTACT_MODEL = {
     **ANT_CONTACT_MODEL,
     "contact_ke": 4.0e4,
-    "contact_kd": 1.0e4,
+    "contact_kd": 80.0,  # dflex's kd d = 1e4 x 0.008 m at rest (its damping scales with d)
     "contact_kf": 3.0e3,
     "mu": 0.75,
     "limit_kd": 0.0,  # dflex's 10 acts at all times: in the hinges' damping (11)

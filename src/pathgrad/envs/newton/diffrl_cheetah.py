@@ -12,7 +12,8 @@ dflex's):
   each + 10); ranges as DiffRL's file, whose front foot range [-3.1, -0.3] excludes the
   start angle 0 (its limit spring acts from the first step).
 - Action (6): 200 N m per unit on every hinge (the MJCF's gears are not used by DiffRL).
-- Contact ke 2e4 N/m, kd 1e3, kf 1e3, mu 1.0; joint limits ke 1e3, kd 10; armature 0.1
+- Contact ke 2e4 N/m, kd 1e3 (4 here: dflex's kd d at rest, see ``planar``), kf 1e3,
+  mu 1.0; joint limits ke 1e3, kd 10; armature 0.1
   on every DOF.
 - Observation (17): z offset of the torso, pitch, six hinge angles, nine joint velocities.
   Reward: x velocity - 0.1 |a|^2. No early termination (a state that is no longer finite
@@ -34,7 +35,7 @@ DIFFRL_CHEETAH_CONTACT_MODEL = {
     "limit_ke": 1.0e3,
     "limit_kd": 10.0,
     "contact_ke": 2.0e4,
-    "contact_kd": 1.0e3,
+    "contact_kd": 4.0,  # dflex's kd d = 1e3 x 0.004 m at rest
     "contact_kf": 1.0e3,
     "mu": 1.0,
 }

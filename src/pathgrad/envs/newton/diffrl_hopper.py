@@ -7,7 +7,8 @@ the facts shared with the HalfCheetah and how Newton's contact law differs from 
 - ``assets/diffrl_hopper.xml``: torso, thigh, leg and foot capsules (15.8 kg at
   1000 kg/m^3), the torso's origin 1.25 m up at the start. Hinges (thigh, leg, foot;
   axis -y) limited to [-2.618, 0], [-2.618, 0], [-0.785, 0.785] rad, damping 2 + 10.
-- Contact ke 2e4 N/m, kd 1e3, kf 1e3, mu 0.9; joint limits ke 1e3, kd 10; armature 1.0
+- Contact ke 2e4 N/m, kd 1e3 (4 here: dflex's kd d at rest, see ``planar``), kf 1e3,
+  mu 0.9; joint limits ke 1e3, kd 10; armature 1.0
   on every DOF (root slides and pitch too).
 - Observation (11): z offset of the torso (0 at the start), pitch, the three hinge
   angles, the six joint velocities.
@@ -40,7 +41,7 @@ DIFFRL_HOPPER_CONTACT_MODEL = {
     "limit_ke": 1.0e3,
     "limit_kd": 10.0,
     "contact_ke": 2.0e4,
-    "contact_kd": 1.0e3,
+    "contact_kd": 4.0,  # dflex's kd d = 1e3 x 0.004 m at rest
     "contact_kf": 1.0e3,
     "mu": 0.9,
 }

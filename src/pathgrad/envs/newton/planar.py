@@ -24,11 +24,12 @@ contacts; the normal force is ``ke d + kd d v`` (``d`` penetration, ``v`` approa
 and the friction ``min(kf |v_t|, mu ke d)`` against the sliding direction (a disc capped
 at mu times the elastic part). Newton's normal force is ``ke d + kd v`` (its damping does
 not scale with the penetration) and its friction ``kf v_t`` capped in length at
-``mu (ke d + kd v)``. With the same constants Newton's contacts are therefore far more
+``mu (ke d + kd v)``. With the same constants Newton's contacts would be far more
 damped: at the hopper's standing penetration (about 4 mm per foot sphere) dflex's
 damping is ``kd d`` = 4 N s/m against Newton's 1e3, and Newton's normal force jumps by
-``kd v`` when a sphere touches down (dflex's starts from 0). ``contact_model`` can set
-another ``contact_kd``; the defaults keep DiffRL's numbers, as DiffRLAnt does.
+``kd v`` when a sphere touches down (dflex's starts from 0). So ``contact_kd`` is
+dflex's damping at that resting penetration, 4 (as DiffRLAnt's is); the other constants
+are DiffRL's, and ``contact_model`` can set any of them.
 
 Gradients: Newton 1.8's Featherstone converts the contact wrenches in place
 (``eval_rigid_tau``) and its adjoint then reads the converted values; for these robots,
