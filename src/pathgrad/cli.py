@@ -103,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--quiet", action="store_true")
     resume.add_argument("--num-threads", metavar="N|auto", help=THREADS_HELP)
     resume.add_argument("--nproc", type=int, metavar="N", help=NPROC_HELP)
+    resume.add_argument(
+        "--device",
+        help="continue on this torch device (env.device), e.g. cpu after training on cuda",
+    )
     resume.set_defaults(handler=command_resume)
 
     evaluate = commands.add_parser("eval", help="evaluate a run or a checkpoint")

@@ -213,16 +213,27 @@ def _joined(config: RunConfig) -> Iterator[DataParallel]:
 
 
 def command_resume(args: argparse.Namespace) -> int:
-    """``pathgrad resume RUN_DIR [--total-updates N | --total-timesteps N] [--checkpoint FILE]``."""
+    """``pathgrad resume RUN_DIR [--total-updates N | --total-timesteps N] [--checkpoint FILE]``.
+
+    ``--device X`` continues on another torch device (``env.device=X``, validated
+    and written to ``config.yaml`` like the budget); the envs' generators,
+    whose state differs in size between device types, are seeded from the saved one.
+    """
     run_dir = Path(args.run_dir)
     if (run_dir / SWEEP_FILE).is_file() and not (run_dir / CONFIG_FILE).is_file():
         from pathgrad.commands.sweep import command_resume_sweep
+
+        if getattr(args, "device", None) is not None:
+            raise UsageError(
+                "--device cannot be used with a sweep: move its runs one by one "
+                "(`pathgrad resume RUN --device DEVICE`)."
+            )
 
         return command_resume_sweep(args, run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
         raise UsageError(f"'{run_dir}' is not a run directory (no {CONFIG_FILE}).")
     saved = load_config(run_dir / CONFIG_FILE)
-    overrides = _budget_overrides(args) + _thread_overrides(args)
+    overrides = _budget_overrides(args) + _thread_overrides(args) + _device_overrides(args)
     config = load_config(run_dir / CONFIG_FILE, overrides) if overrides else saved
     if _launch_requested(args):
         with RunLock(run_dir):  # in use: one line before any rank starts
@@ -306,6 +317,12 @@ def _budget_overrides(args: argparse.Namespace) -> list[str]:
 
 def _thread_overrides(args: argparse.Namespace) -> list[str]:
     return [] if args.num_threads is None else [f"trainer.num_threads={args.num_threads}"]
+
+
+def _device_overrides(args: argparse.Namespace) -> list[str]:
+    """``resume --device X``: continue on another torch device than the run's."""
+    device = getattr(args, "device", None)
+    return [] if device is None else [f"env.device={device}"]
 
 
 def _check_new_budget(args: argparse.Namespace, saved: RunConfig, trainer: Any) -> None:

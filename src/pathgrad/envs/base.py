@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -287,6 +288,10 @@ class BatchedDifferentiableEnv(ABC):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned.
 
+        A generator state saved on another device type (CPU: 5056 bytes,
+        CUDA: 16) cannot be set; the generator is then seeded from the saved
+        bytes, so the same checkpoint on the same device continues the same way.
+
         Raises:
             ValueError: If an entry is missing or has the wrong shape.
         """
@@ -306,7 +311,12 @@ class BatchedDifferentiableEnv(ABC):
             for key, value in saved.items()
         }
         self.elapsed_steps = state["elapsed_steps"].to(self.device).clone()
-        self.generator.set_state(state["generator"])
+        generator_state = state["generator"]
+        if generator_state.numel() == self.generator.get_state().numel():
+            self.generator.set_state(generator_state)
+        else:  # saved on another device type: a seed drawn from it, deterministically
+            digest = hashlib.sha256(generator_state.cpu().numpy().tobytes()).digest()
+            self.generator.manual_seed(int.from_bytes(digest[:8], "little"))
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release here
         """Release resources (none are held)."""
