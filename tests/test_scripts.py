@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -233,3 +234,21 @@ def test_the_bench_extra_provides_brax_apg():
     from brax.training.agents.apg import train
 
     assert callable(train)
+
+
+def test_the_gpu_check_dry_run_reports_every_section(tmp_path):
+    """``benchmarks/gpu_check.py --dry-run``: what a GPU machine would run, small, on the CPU."""
+    pytest.importorskip("newton")
+    output = run_script(str(ROOT / "benchmarks" / "gpu_check.py"), str(tmp_path), "--dry-run",
+                        cwd=tmp_path)  # fmt: skip
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert (tmp_path / "gpu_check.md").read_text() in output
+    assert report["dry_run"] and len(report["tests"]) >= 14
+    if not torch.cuda.is_available():
+        assert {row["message"] for row in report["tests"]} == {"skipped: no CUDA"}
+    eager = [row for row in report["apg"] if row["mode"] == "eager"]
+    assert {row["env"] for row in eager} == {"PointMass", "Pendulum"}
+    assert all(row["status"] == "ok" and row["env_steps_per_s"] > 0 for row in eager)
+    (ant,) = report["ant"]
+    assert ant["status"] == "ok" and ant["shac_status"] == "ok", ant
+    assert ant["forward_env_steps_per_s"] > ant["forward_backward_env_steps_per_s"] > 0

@@ -1,0 +1,306 @@
+"""The prepared GPU check: pathgrad's CUDA paths tested and timed in one command.
+
+Writes ``OUT/gpu_check.json`` and ``OUT/gpu_check.md``:
+
+1. the tests marked ``cuda`` (``tests/gpu``): captured Newton graphs against
+   launching every kernel, CUDA against CPU rollouts and gradients (torch envs,
+   Newton Ants), a CUDA checkpoint evaluated, exported and resumed on the CPU, a
+   one-rank NCCL group through the data-parallel path, ``torch_compile`` on CUDA;
+2. APG training throughput on PointMass and Pendulum (eager and compiled update);
+3. DiffRLAnt: forward and forward + backward env-steps/s of 32-step windows,
+   SHAC training env-steps/s at the paper's settings, peak GPU memory.
+
+Every measurement runs inside a time budget (``--budget-s``, 450 s by default:
+with the start of a machine it fits 8 minutes); what does not fit is reported
+as skipped, as is what a failure stopped. ``--dry-run`` runs what the CPU can at
+small sizes and reports the rest "skipped: no CUDA" (``make test`` runs it).
+
+Run: ``python benchmarks/gpu_check.py OUT`` (on a GPU machine, after ``make venv``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL = {
+    "apg_envs": (1024, 8192, 65536),
+    "ant_envs": (256, 1024, 4096),
+    "window": 32,
+    "timed_updates": 5,
+}
+DRY = {"apg_envs": (64, 256), "ant_envs": (16,), "window": 4, "timed_updates": 2}
+APG_CONFIGS = {"PointMass": "point_mass.yaml", "Pendulum": "pendulum.yaml"}
+QUIET = ["eval.frequency_steps=0", "logging.tensorboard=false", "trainer.save_frequency_updates=0"]
+
+
+class Budget:
+    """Seconds left of the check; each measurement asks before it starts."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def machine() -> dict:
+    info = {"python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.cuda.is_available(), "cpu_count": os.cpu_count()}  # fmt: skip
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["cuda_version"] = torch.version.cuda
+        info["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+    for package in ("warp", "newton"):
+        try:
+            info[package] = __import__(package).__version__
+        except Exception as error:  # noqa: BLE001 - absent or broken: say which
+            info[package] = f"unavailable ({type(error).__name__})"
+    return info
+
+
+def cuda_tests(out: Path, budget: Budget) -> list[dict]:
+    """``pytest -m cuda tests/gpu``: one row per test (outcome and its message)."""
+    report = out / "cuda_tests.xml"
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", str(ROOT / "tests" / "gpu"), "-q",
+               "-p", "no:cacheprovider", f"--junitxml={report}"]  # fmt: skip
+    timeout = max(30.0, budget.left() - 120.0)  # leave time for the throughput tables
+    try:
+        subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        message = f"timed out at {timeout:.0f} s"
+        return [{"test": "tests/gpu", "outcome": "failed", "message": message}]
+    if not report.is_file():
+        return [{"test": "tests/gpu", "outcome": "failed", "message": "pytest wrote no report"}]
+    rows = []
+    for case in ElementTree.parse(report).iter("testcase"):
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = "skipped" if child.tag == "skipped" else "failed"
+                message = (child.get("message") or child.text or "").strip().splitlines()[:1]
+                message = message[0][:300] if message else ""
+        if outcome == "skipped" and "no CUDA" in message:
+            message = "skipped: no CUDA"
+        rows.append({"test": case.get("name"), "outcome": outcome, "message": message,
+                     "seconds": round(float(case.get("time", 0.0)), 1)})  # fmt: skip
+    return rows
+
+
+def _trainer(config_file: Path, overrides: list[str], folder: Path):
+    from pathgrad.runs.config import load_config
+    from pathgrad.runs.run import build_run
+
+    config = load_config(config_file, [*QUIET, *overrides])
+    trainer = build_run(config, folder).trainer
+    trainer.cfg.checkpoint_dir = str(folder / "checkpoints")
+    return trainer
+
+
+def training_rate(trainer, timed_updates: int) -> dict:
+    """Env-steps/s of ``timed_updates`` updates after two warm-up updates (compilation)."""
+    began = time.perf_counter()
+    trainer.train(total_updates=2)
+    synchronize()
+    warm_up = time.perf_counter() - began
+    start_step = trainer.global_step
+    began = time.perf_counter()
+    trainer.train(total_updates=2 + timed_updates)
+    synchronize()
+    seconds = time.perf_counter() - began
+    return {"env_steps_per_s": round((trainer.global_step - start_step) / seconds),
+            "warm_up_s": round(warm_up, 1), "compile_scope": trainer.compile_scope}  # fmt: skip
+
+
+def apg_throughput(sizes: dict, device: str, budget: Budget, dry: bool, folder: Path) -> list:
+    rows = []
+    for env in APG_CONFIGS:
+        for num_envs in sizes["apg_envs"]:
+            for mode in ("eager", "compiled"):
+                row = {"env": env, "num_envs": num_envs, "mode": mode}
+                rows.append(row)
+                if dry and mode == "compiled":
+                    row["status"] = "skipped in --dry-run (a cold compile takes a minute on a CPU)"
+                    continue
+                if budget.left() < 30:
+                    row["status"] = "skipped: time budget"
+                    continue
+                compiled = "true" if mode == "compiled" else "false"
+                overrides = [f"env.num_envs={num_envs}", f"env.device={device}",
+                             f"trainer.torch_compile={compiled}"]  # fmt: skip
+                row.update(_measure(lambda o=overrides, e=env, n=num_envs, m=mode: training_rate(
+                    _trainer(ROOT / "configs" / APG_CONFIGS[e], o, folder / f"{e}-{n}-{m}"),
+                    sizes["timed_updates"])))  # fmt: skip
+    return rows
+
+
+def _measure(work) -> dict:
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        result = {"status": "ok", **work()}
+    except Exception as error:  # noqa: BLE001 - one failure must not stop the report
+        lines = traceback.format_exception_only(type(error), error)
+        return {"status": f"failed: {''.join(lines).strip()[:300]}"}
+    if torch.cuda.is_available():
+        result["peak_torch_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        free, total = torch.cuda.mem_get_info()
+        result["device_used_gib"] = round((total - free) / 2**30, 2)
+    return result
+
+
+def ant_windows(num_envs: int, window: int, device: str) -> dict:
+    """Forward (no graph) and forward + backward env-steps/s of DiffRLAnt windows."""
+    from pathgrad.envs.newton import DiffRLAnt
+
+    env = DiffRLAnt(num_envs, device, seed=0)
+    env.reset(seed=0)
+    start = {key: value.detach().clone() for key, value in env.state.items()}
+    generator = torch.Generator().manual_seed(0)
+    actions = (2 * torch.rand(window, num_envs, 8, generator=generator) - 1).to(device)
+
+    def run(backward: bool) -> None:
+        state = dict(start)
+        leaf = actions.clone().requires_grad_(backward)
+        total = torch.zeros((), device=device)
+        with torch.set_grad_enabled(backward):
+            for action in leaf:
+                state, reward = env._dynamics_and_reward(state, action)
+                total = total + reward.sum()
+        if backward:
+            total.backward()
+
+    rates = {}
+    for name, backward in (("forward", False), ("forward_backward", True)):
+        run(backward)  # capture
+        synchronize()
+        began = time.perf_counter()
+        run(backward)
+        synchronize()
+        rates[f"{name}_env_steps_per_s"] = round(window * num_envs / (time.perf_counter() - began))
+    return rates
+
+
+def ant_throughput(sizes: dict, device: str, budget: Budget, folder: Path) -> list:
+    rows = []
+    for num_envs in sizes["ant_envs"]:
+        row = {"env": "DiffRLAnt", "num_envs": num_envs}
+        rows.append(row)
+        if budget.left() < 40:
+            row["status"] = "skipped: time budget"
+            continue
+        row.update(_measure(lambda n=num_envs: ant_windows(n, sizes["window"], device)))
+        if row["status"] != "ok" or budget.left() < 40:
+            continue
+        overrides = [f"env.num_envs={num_envs}", f"env.device={device}",
+                     f"trainer.segment_length={sizes['window']}"]  # fmt: skip
+        shac = _measure(lambda o=overrides, n=num_envs: training_rate(
+            _trainer(ROOT / "configs" / "diffrl_ant_shac.yaml", o, folder / f"ant-{n}"),
+            sizes["timed_updates"]))  # fmt: skip
+        row["shac_env_steps_per_s"] = shac.get("env_steps_per_s")
+        row["shac_status"] = shac["status"]
+        row["shac_peak_torch_gib"] = shac.get("peak_torch_gib")
+    return rows
+
+
+def table(header: list[str], rows: list[list]) -> list[str]:
+    """A markdown table; ``None`` cells are empty."""
+    cells = [[("" if cell is None else str(cell)) for cell in row] for row in rows]
+    return [f"| {' | '.join(header)} |", f"|{'---|' * len(header)}"] + [
+        f"| {' | '.join(row)} |" for row in cells
+    ]
+
+
+def markdown(report: dict) -> str:
+    info = report["machine"]
+    lines = [
+        f"# pathgrad GPU check ({'dry run, ' if report['dry_run'] else ''}"
+        f"{info.get('gpu', 'no GPU')})",
+        "",
+        f"torch {info['torch']}, CUDA {info.get('cuda_version', '-')}, warp {info['warp']}, "
+        f"newton {info['newton']}; {report['seconds']:.0f} s in all.",
+        "",
+        "## Tests marked cuda",
+        "",
+    ]
+    lines += table(
+        ["test", "outcome", "seconds", "message"],
+        [[r["test"], r["outcome"], r.get("seconds"), r["message"]] for r in report["tests"]],
+    )
+    lines += ["", "## APG training (env-steps/s)", ""]
+    lines += table(
+        ["env", "envs", "update", "env-steps/s", "warm-up s", "peak torch GiB", "status"],
+        [
+            [
+                r["env"],
+                r["num_envs"],
+                r["mode"],
+                r.get("env_steps_per_s"),
+                r.get("warm_up_s"),
+                r.get("peak_torch_gib"),
+                r["status"],
+            ]  # fmt: skip
+            for r in report["apg"]
+        ],
+    )
+    lines += ["", "## DiffRLAnt (env-steps/s)", ""]
+    header = ["envs", "window forward", "window forward + backward", "SHAC training",
+              "SHAC peak torch GiB", "device used GiB", "status"]  # fmt: skip
+    rows = []
+    for r in report["ant"]:
+        status = r["status"]
+        if r.get("shac_status", "ok") != "ok":
+            status += f"; SHAC {r['shac_status']}"
+        rows.append([r["num_envs"], r.get("forward_env_steps_per_s"),
+                     r.get("forward_backward_env_steps_per_s"), r.get("shac_env_steps_per_s"),
+                     r.get("shac_peak_torch_gib"), r.get("device_used_gib"), status])  # fmt: skip
+    lines += table(header, rows)
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="folder for gpu_check.json and gpu_check.md")
+    parser.add_argument("--dry-run", action="store_true", help="small sizes; CPU where no CUDA")
+    parser.add_argument("--budget-s", type=float, default=450.0, help="seconds for everything")
+    args = parser.parse_args()
+    began = time.monotonic()
+    budget = Budget(args.budget_s)
+    args.out.mkdir(parents=True, exist_ok=True)
+    dry = args.dry_run or not torch.cuda.is_available()
+    sizes = DRY if dry else FULL
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.set_num_threads(1 if device == "cpu" else torch.get_num_threads())
+    report = {"dry_run": dry, "machine": machine(), "device": device}
+    report["tests"] = cuda_tests(args.out, budget)
+    with tempfile.TemporaryDirectory() as scratch:
+        report["apg"] = apg_throughput(sizes, device, budget, dry, Path(scratch))
+        report["ant"] = ant_throughput(sizes, device, budget, Path(scratch))
+    report["seconds"] = round(time.monotonic() - began, 1)
+    (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "gpu_check.md").write_text(markdown(report))
+    print(markdown(report))
+    failed = [r for r in report["tests"] if r["outcome"] == "failed"]
+    failed += [r for r in report["apg"] + report["ant"] if r["status"].startswith("failed")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
