@@ -109,9 +109,7 @@ def _trainer(config_file: Path, overrides: list[str], folder: Path):
     from pathgrad.runs.run import build_run
 
     config = load_config(config_file, [*QUIET, *overrides])
-    trainer = build_run(config, folder).trainer
-    trainer.cfg.checkpoint_dir = str(folder / "checkpoints")
-    return trainer
+    return build_run(config, folder).trainer  # checkpoints under folder/checkpoints
 
 
 def training_rate(trainer, timed_updates: int) -> dict:

@@ -141,7 +141,9 @@ def test_torch_compile_on_cuda_trains_as_eager_does(tmp_path):
 class OneRankGroup(DataParallel):
     """A process group of one rank that still goes through every collective."""
 
-    collectives: list[str] = []
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.collectives: list[str] = []
 
     @property
     def active(self) -> bool:
