@@ -94,6 +94,9 @@ def test_experiment_names_follow_the_env_and_algorithm(tmp_path):
     assert named.trainer.experiment_name == "mine"
     assert default_experiment_name("MountainCarContinuous", "APG") == "mountain_car_continuous"
     assert default_experiment_name("my-env v2", "shac") == "my_env_v2_shac"
+    assert default_experiment_name("DiffRLAnt", "shac") == "diff_rl_ant_shac"
+    assert default_experiment_name("NewtonCartPoleSwingUp", "apg") == "newton_cart_pole_swing_up"
+    assert default_experiment_name("MyPDController", "apg") == "my_pd_controller"
     path = tmp_path / "config.yaml"  # the resolved name is written and read back
     path.write_text(dump_config(load_config(None, ["env.name=Pendulum"])))
     assert load_config(path, ["env.name=Reacher"]).trainer.experiment_name == "pendulum"

@@ -247,8 +247,10 @@ class RunConfig(Section):
 
 
 def default_experiment_name(env_name: str, algorithm_name: str) -> str:
-    """``point_mass`` for PointMass with APG, ``pendulum_shac`` for Pendulum with SHAC."""
-    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[^A-Za-z0-9]+", "_", env_name).strip("_").lower()
+    """``point_mass`` for PointMass with APG, ``pendulum_shac`` for Pendulum with SHAC,
+    ``diff_rl_ant_shac`` for DiffRLAnt (an acronym is a word of its own)."""
+    boundaries = r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|[^A-Za-z0-9]+"
+    words = re.sub(boundaries, "_", env_name).strip("_").lower()
     algorithm = algorithm_name.lower()
     return words if algorithm == "apg" else f"{words}_{algorithm}"
 
