@@ -326,3 +326,19 @@ def test_retention_must_not_be_negative():
 
     with pytest.raises(ValueError, match="keep_last_checkpoints cannot be negative"):
         DifferentiableTrainerCfg(keep_last_checkpoints=-1).validate()
+
+
+def test_cuda_generators_of_devices_this_machine_lacks_are_left_out(monkeypatch):
+    # A run saved on 4 GPUs, resumed on a machine with 1: only device 0's state is set.
+    import pathgrad.checkpoint as checkpoint_module
+
+    restored = []
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, i: restored.append((i, state)))
+    states = [torch.full((4,), float(i), dtype=torch.float64) for i in range(4)]
+    checkpoint_module.restore_cuda_rng_states(states)
+    assert [i for i, _ in restored] == [0] and torch.equal(restored[0][1], states[0])
+    restored.clear()
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)  # more devices than saved
+    checkpoint_module.restore_cuda_rng_states(states)
+    assert [i for i, _ in restored] == [0, 1, 2, 3]

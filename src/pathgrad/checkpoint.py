@@ -151,6 +151,18 @@ def _rng_state(device: torch.device) -> dict[str, Any]:
     return state
 
 
+def restore_cuda_rng_states(states: list[torch.Tensor]) -> None:
+    """Restore the saved generator of every CUDA device this machine has.
+
+    A checkpoint written on a machine with more GPUs carries more states than
+    there are devices here; the extra ones belong to devices the run cannot
+    use and are left out (``torch.cuda.set_rng_state_all`` would fail with an
+    invalid device ordinal).
+    """
+    for index, state in enumerate(states[: torch.cuda.device_count()]):
+        torch.cuda.set_rng_state(state, index)
+
+
 def _optional_state(component: Any) -> dict[str, Any] | None:
     state_dict = getattr(component, "state_dict", None)
     return state_dict() if callable(state_dict) else None
@@ -259,7 +271,7 @@ def _load(
         trainer.episodes.load_state_dict(checkpoint["episode_statistics"])
     torch.set_rng_state(checkpoint["rng"]["torch"])
     if "cuda" in checkpoint["rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(checkpoint["rng"]["cuda"])
+        restore_cuda_rng_states(checkpoint["rng"]["cuda"])
     env_restored = (
         restore_env_state
         and checkpoint.get("env") is not None
