@@ -212,9 +212,13 @@ def build_point_mass_trainer(
     seed: int = 0,
     dtype: str = "float32",
     algorithm: str = "apg",
+    policy_name: str = "gaussian_mlp",
     **overrides,
 ):
-    """A small, fully seeded PointMass trainer with every optional part switched on."""
+    """A small, fully seeded PointMass trainer with every optional part switched on.
+
+    ``policy_name``: ``gaussian_mlp`` or ``squashed_normal`` (a state-dependent log-std).
+    """
     from pathgrad.algo.registry import get_algorithm
     from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
     from pathgrad.envs import PointMass
@@ -223,7 +227,12 @@ def build_point_mass_trainer(
     torch.manual_seed(seed)
     env = PointMass(num_envs, max_episode_steps=10, seed=seed, dtype=dtype)
     eval_env = PointMass(2, max_episode_steps=10, seed=seed + 1, dtype=dtype)
-    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
+    if policy_name == "squashed_normal":
+        from pathgrad.squashed_normal import SquashedNormalPolicy
+
+        policy = SquashedNormalPolicy(6, 2, hidden_sizes=(16,)).to(env.dtype)
+    else:
+        policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
     factory, cfg_type = get_algorithm(algorithm)  # any registered algorithm
     algorithm_cfg = overrides.pop("algorithm_cfg", None) or cfg_type(
         optimizer={"name": "adam", "learning_rate": 1e-2},

@@ -1,4 +1,5 @@
-"""SAPO: the soft objective's gradient, the temperature, the critic ensemble, resume."""
+"""SAPO-ensemble (the earlier SAPO): the soft objective's gradient, the temperature,
+the critic ensemble, resume."""
 
 from __future__ import annotations
 
@@ -17,18 +18,18 @@ from helpers import (
     relative_error,
     window_gradient_error,
 )
-from pathgrad.algo import SAPO, SAPOCfg
+from pathgrad.algo import SAPOEnsemble, SAPOEnsembleCfg
 from pathgrad.collector import DifferentiableCollector
 
 
-def small_sapo(**fields) -> tuple[SAPO, Any]:
-    """SAPO on float64 PointMass windows (a squashed policy, 2 critics) and ``rollout(steps)``."""
+def small_sapo(**fields) -> tuple[SAPOEnsemble, Any]:
+    """SAPO-ensemble on float64 PointMass windows (squashed policy, 2 critics); ``rollout``."""
     policy, normalizer, rollout = float64_windows(squash=True)
-    cfg = SAPOCfg(
+    cfg = SAPOEnsembleCfg(
         **{"gamma": 0.9, "critic_hidden_sizes": [8], "critic_activation": "tanh",
            "reward_scale": 0.5, "init_temperature": 0.3, **fields}
     )  # fmt: skip
-    sapo = SAPO(cfg, policy, observation_dim=6, action_dim=2)
+    sapo = SAPOEnsemble(cfg, policy, observation_dim=6, action_dim=2)
     sapo.observation_transform = normalizer.normalize
     return sapo, rollout
 
@@ -115,13 +116,17 @@ def test_every_critic_of_the_ensemble_trains_and_the_values_combine():
 
 
 def test_resume_continues_exactly_as_an_uninterrupted_run(tmp_path):
-    straight = build_point_mass_trainer(tmp_path / "a", algorithm="sapo", eval_frequency_steps=0)
+    straight = build_point_mass_trainer(
+        tmp_path / "a", algorithm="sapo_ensemble", eval_frequency_steps=0
+    )
     straight.train(total_updates=6)
-    first = build_point_mass_trainer(tmp_path / "b", algorithm="sapo", eval_frequency_steps=0)
+    first = build_point_mass_trainer(
+        tmp_path / "b", algorithm="sapo_ensemble", eval_frequency_steps=0
+    )
     first.train(total_updates=3)
     path = first.save_checkpoint()
     resumed = build_point_mass_trainer(
-        tmp_path / "c", seed=5, algorithm="sapo", eval_frequency_steps=0
+        tmp_path / "c", seed=5, algorithm="sapo_ensemble", eval_frequency_steps=0
     )
     resumed.load_checkpoint(path)
     resumed.train(total_updates=6)
@@ -134,7 +139,7 @@ def test_resume_continues_exactly_as_an_uninterrupted_run(tmp_path):
 
 def test_a_shac_checkpoint_does_not_load_into_sapo(tmp_path):
     path = build_point_mass_trainer(tmp_path, algorithm="shac").save_checkpoint()
-    sapo_trainer = build_point_mass_trainer(tmp_path, algorithm="sapo")
+    sapo_trainer = build_point_mass_trainer(tmp_path, algorithm="sapo_ensemble")
     with pytest.raises(ValueError, match="has no 'log_temperature' \\(not a SAPO state\\)"):
         sapo_trainer.load_checkpoint(path)
 
@@ -151,7 +156,7 @@ def test_a_shac_checkpoint_does_not_load_into_sapo(tmp_path):
 )
 def test_config_errors_name_the_field(fields, message):
     with pytest.raises(ValueError, match=message):
-        SAPOCfg(**fields)
+        SAPOEnsembleCfg(**fields)
 
 
 class MeanOnlyPolicy(LinearPolicy):
@@ -163,9 +168,9 @@ class MeanOnlyPolicy(LinearPolicy):
 
 
 def test_a_policy_without_log_probabilities_is_refused():
-    sapo = SAPO(SAPOCfg(), MeanOnlyPolicy(), observation_dim=1, action_dim=1)
+    sapo = SAPOEnsemble(SAPOEnsembleCfg(), MeanOnlyPolicy(), observation_dim=1, action_dim=1)
     rollout = DifferentiableCollector(ScalarEnv([1.0]), sapo.policy, "cpu").collect(2)
     sapo.begin_update()
-    with pytest.raises(ValueError, match="SAPO needs a stochastic policy"):
+    with pytest.raises(ValueError, match="SAPO-ensemble needs a stochastic policy"):
         sapo.accumulate_segment(rollout)
     sapo.cancel_update()

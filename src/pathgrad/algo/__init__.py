@@ -1,10 +1,11 @@
-"""Algorithms: analytic policy gradients, SHAC, SAPO, and their shared optimizer machinery."""
+"""Algorithms: APG, SHAC, SAPO (and SAPO-ensemble), AHAC, and their shared optimizer machinery."""
 
 from pathgrad.algo.ahac import AHAC, AHACCfg
 from pathgrad.algo.apg import APG, APGCfg, complete_discounted_return, segmented_discounted_return
 from pathgrad.algo.base import BaseAlgorithm, RolloutKind
 from pathgrad.algo.registry import build_algo, get_registered_algo_names, register_algo
 from pathgrad.algo.sapo import SAPO, SAPOCfg
+from pathgrad.algo.sapo_ensemble import SAPOEnsemble, SAPOEnsembleCfg
 from pathgrad.algo.schedules import ClosedFormLR, build_lr_scheduler, build_optimizer
 from pathgrad.algo.shac import SHAC, SHACCfg, td_lambda_targets
 
@@ -18,6 +19,8 @@ __all__ = [
     "RolloutKind",
     "SAPO",
     "SAPOCfg",
+    "SAPOEnsemble",
+    "SAPOEnsembleCfg",
     "SHAC",
     "SHACCfg",
     "build_algo",

@@ -1,4 +1,10 @@
-"""SAPO: soft analytic policy optimization (Xing et al., ICLR 2025).
+"""SAPO-ensemble: pathgrad's earlier SAPO variant, kept for its measured configs.
+
+The authors' SAPO is :mod:`pathgrad.algo.sapo`. This variant differs from it:
+a Polyak target critic, an ensemble combined by one reduction (``mean`` or
+``min``) for both the bootstrap and the targets, the entropy ``-log pi(a_t)``
+of the taken action without offset or scale, ``alpha`` from 0.1 towards the
+target ``-A``, and the networks of the policy and critic configured as SHAC's.
 
 Maximum-entropy first-order training: SHAC's short-horizon objective with an
 entropy bonus at every step, ``sum_t gamma^t (r_t + alpha H_t) + gamma^h V(s_h)``,
@@ -17,20 +23,21 @@ from typing import Any
 import torch
 from torch import nn
 
+from pathgrad.algo.sapo import CriticEnsemble
 from pathgrad.algo.schedules import build_optimizer
-from pathgrad.algo.shac import SHAC, SHACCfg, _mlp
+from pathgrad.algo.shac import SHAC, SHACCfg
 from pathgrad.collector import DifferentiableRollout
 from pathgrad.core.configclasses import OptimizerCfg, _coerce, configclass
 from pathgrad.core.state_checks import check_optimizer_groups
 
-__all__ = ["SAPO", "SAPOCfg", "CriticEnsemble"]
+__all__ = ["SAPOEnsemble", "SAPOEnsembleCfg"]
 
 CRITIC_REDUCTIONS = ("mean", "min")
 
 
 @configclass
-class SAPOCfg(SHACCfg):
-    """SAPO config: SHAC's fields plus the temperature's and the ensemble's.
+class SAPOEnsembleCfg(SHACCfg):
+    """SAPO-ensemble config: SHAC's fields plus the temperature's and the ensemble's.
 
     Attributes:
         num_critics: Critics in the ensemble (each its own MLP, same targets).
@@ -70,27 +77,7 @@ class SAPOCfg(SHACCfg):
             raise ValueError("target_entropy must be a finite number or null.")
 
 
-class CriticEnsemble(nn.Module):
-    """``K`` independent critic MLPs; ``forward`` stacks their values ``[K, ..., 1]``."""
-
-    def __init__(
-        self,
-        count: int,
-        observation_dim: int,
-        hidden: list[int],
-        activation: str,
-        layer_norm: bool = False,
-    ):
-        super().__init__()
-        self.members = nn.ModuleList(
-            _mlp(observation_dim, hidden, activation, layer_norm) for _ in range(count)
-        )
-
-    def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        return torch.stack([member(observations) for member in self.members])
-
-
-class SAPO(SHAC):
+class SAPOEnsemble(SHAC):
     """Maximum-entropy SHAC with a learned temperature and a critic ensemble.
 
     Entropy ``H_t = -log pi(a_t | s_t)`` of the sampled action, in the
@@ -104,17 +91,17 @@ class SAPO(SHAC):
     ``alpha`` falls while the entropy is above the target and rises below it.
 
     Args:
-        cfg: SAPO config.
+        cfg: SAPO-ensemble config.
         policy: The actor; its outputs must carry ``log_prob``.
         observation_dim: Size of the observation (the critics' input).
         action_dim: Size of the action (the default target entropy).
     """
 
     def __init__(
-        self, cfg: SAPOCfg, policy: nn.Module, observation_dim: int, action_dim: int
+        self, cfg: SAPOEnsembleCfg, policy: nn.Module, observation_dim: int, action_dim: int
     ) -> None:
         super().__init__(cfg, policy, observation_dim)
-        self.cfg: SAPOCfg = cfg
+        self.cfg: SAPOEnsembleCfg = cfg
         parameter = next(policy.parameters())
         self.target_entropy = (
             -float(action_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
@@ -154,7 +141,9 @@ class SAPO(SHAC):
         """``-log pi(a_t | s_t)`` ``[T, N]`` in the normalized action box, with its graph."""
         outputs = [transition.policy_output for transition in rollout.transitions]
         if any("log_prob" not in output for output in outputs):
-            raise ValueError("SAPO needs a stochastic policy whose outputs carry 'log_prob'.")
+            raise ValueError(
+                "SAPO-ensemble needs a stochastic policy whose outputs carry 'log_prob'."
+            )
         log_probs = torch.stack([output["log_prob"] for output in outputs])
         if getattr(self.policy, "squash", False):
             log_probs = log_probs + self.policy.action_half_range.log().sum()
