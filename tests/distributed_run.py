@@ -33,7 +33,7 @@ def flat_parameters(trainer: DifferentiableTrainer) -> torch.Tensor:
     modules = [trainer.policy] + [
         getattr(trainer.algorithm, name)
         for name in ("critic", "target_critic")
-        if hasattr(trainer.algorithm, name)
+        if getattr(trainer.algorithm, name, None) is not None  # SAPO has no target critic
     ]
     extra = [getattr(trainer.algorithm, "log_temperature", torch.zeros(0)).detach().reshape(-1)]
     return torch.cat([p.detach().reshape(-1) for m in modules for p in m.parameters()] + extra)
