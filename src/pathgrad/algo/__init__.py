@@ -1,6 +1,7 @@
-"""Algorithms: analytic policy gradients, SHAC, SAPO, and their shared optimizer machinery."""
+"""Algorithms: analytic policy gradients, SHAC, SAPO, AHAC, and their shared optimizer machinery."""
 
 from pathgrad.algo.ahac import AHAC, AHACCfg
+from pathgrad.algo.ahac_stiffness import StiffnessAHAC, StiffnessAHACCfg
 from pathgrad.algo.apg import APG, APGCfg, complete_discounted_return, segmented_discounted_return
 from pathgrad.algo.base import BaseAlgorithm, RolloutKind
 from pathgrad.algo.registry import build_algo, get_registered_algo_names, register_algo
@@ -20,6 +21,8 @@ __all__ = [
     "SAPOCfg",
     "SHAC",
     "SHACCfg",
+    "StiffnessAHAC",
+    "StiffnessAHACCfg",
     "build_algo",
     "build_lr_scheduler",
     "build_optimizer",

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from pathgrad.algo.ahac import AHAC, AHACCfg
+from pathgrad.algo.ahac_stiffness import StiffnessAHAC, StiffnessAHACCfg
 from pathgrad.algo.apg import APG, APGCfg
 from pathgrad.algo.base import RolloutKind
 from pathgrad.algo.sapo import SAPO, SAPOCfg
@@ -37,7 +38,23 @@ def _ahac(cfg: AHACCfg, policy: Any, env: Any) -> AHAC:
         raise ValueError(
             "Algorithm 'ahac' needs env= to size its critic (env.single_observation_space)."
         )
+    if not getattr(env, "provides_contact_signal", False):
+        raise ValueError(
+            f"Algorithm 'ahac' needs contact forces from the env (info['contact_forces'] and "
+            f"info['accelerations'] every step); {type(env).__name__} reports none. Use "
+            "'ahac_stiffness' (its horizon follows the window's stiffness) for envs without "
+            "contacts."
+        )
     return AHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
+
+
+def _ahac_stiffness(cfg: StiffnessAHACCfg, policy: Any, env: Any) -> StiffnessAHAC:
+    if env is None:
+        raise ValueError(
+            "Algorithm 'ahac_stiffness' needs env= to size its critic "
+            "(env.single_observation_space)."
+        )
+    return StiffnessAHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
 
 
 def _sapo(cfg: SAPOCfg, policy: Any, env: Any) -> SAPO:
@@ -93,6 +110,7 @@ register_algo("apg", APGCfg, APG)
 register_algo("shac", SHACCfg, SHAC, factory=_shac)
 register_algo("ahac", AHACCfg, AHAC, factory=_ahac)
 register_algo("sapo", SAPOCfg, SAPO, factory=_sapo)
+register_algo("ahac_stiffness", StiffnessAHACCfg, StiffnessAHAC, factory=_ahac_stiffness)
 
 
 def get_registered_algo_names() -> list[str]:

@@ -81,7 +81,7 @@ class SHACCfg(APGCfg):
         critic_optimizer: Optimizer of the critic (same schedule as the actor's).
         critic_epochs: Passes over the window's data per update.
         critic_minibatches: Minibatches per pass.
-        critic_max_grad_norm: Gradient-norm clip of each critic step.
+        critic_max_grad_norm: Gradient-norm clip of each critic step (0: no clipping).
         target_critic_alpha: Polyak factor: ``target = alpha target + (1 - alpha) critic``.
         reward_scale: Rewards are multiplied by it for actor and critic.
         critic_warmup_updates: Updates whose actor objective leaves out the critic's
@@ -114,8 +114,11 @@ class SHACCfg(APGCfg):
             raise ValueError(f"critic_activation must be one of {sorted(ACTIVATIONS)}.")
         if self.critic_epochs <= 0 or self.critic_minibatches <= 0:
             raise ValueError("critic_epochs and critic_minibatches must be positive.")
-        if not self.critic_max_grad_norm > 0.0:
-            raise ValueError("critic_max_grad_norm must be positive.")
+        if not self.critic_max_grad_norm >= 0.0:
+            raise ValueError(
+                "critic_max_grad_norm must be >= 0 (0: no clipping), "
+                f"got {self.critic_max_grad_norm}."
+            )
         if not 0.0 <= self.target_critic_alpha < 1.0:
             raise ValueError("target_critic_alpha must be in [0, 1).")
         if not self.reward_scale > 0.0:
@@ -153,10 +156,10 @@ class SHAC(APG):
         parameter = next(policy.parameters())
         critic = self._make_critic(int(observation_dim))
         self.critic = critic.to(device=parameter.device, dtype=parameter.dtype)
-        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.target_critic: nn.Module | None = self._make_target_critic()
         self.critic_optimizer = build_optimizer(self.critic.parameters(), cfg.critic_optimizer)
         base_rates = [float(group["lr"]) for group in self.critic_optimizer.param_groups]
-        self.critic_schedule = LearningRateSchedule(cfg.lr_scheduler, base_rates)
+        self.critic_schedule = LearningRateSchedule(self._critic_lr_scheduler_cfg(), base_rates)
         self.critic_schedule.apply(self.critic_optimizer)
         self._windows: list[dict[str, torch.Tensor]] = []
         self.critic_updates = 0  # updates with a critic step so far (ends the warm-up)
@@ -167,6 +170,18 @@ class SHAC(APG):
         return _mlp(
             observation_dim, cfg.critic_hidden_sizes, cfg.critic_activation, cfg.critic_layer_norm
         )
+
+    def _make_target_critic(self) -> nn.Module | None:
+        """The Polyak-averaged copy of the critic that supplies the bootstrap values."""
+        return copy.deepcopy(self.critic).requires_grad_(False)
+
+    def _critic_lr_scheduler_cfg(self) -> Any:
+        """The critic's learning-rate schedule: the actor's."""
+        return self.cfg.lr_scheduler
+
+    def _bootstrap_values(self, observations: torch.Tensor) -> torch.Tensor:
+        """Values of the actor's bootstrap: the target critic's (no gradient to its weights)."""
+        return self._values(self.target_critic, observations)
 
     def _window_rewards(self, rollout: DifferentiableRollout) -> tuple[torch.Tensor, torch.Tensor]:
         """Rewards ``[T, N]`` of the actor's objective (with their graph) and the critic's."""
@@ -204,7 +219,7 @@ class SHAC(APG):
         if self.critic_updates < self.cfg.critic_warmup_updates:  # the window return alone
             bootstrapped = torch.zeros_like(rewards)
         else:
-            values = self._values(self.target_critic, final_observations)
+            values = self._bootstrap_values(final_observations)
             bootstrapped = torch.where(bootstrap, values, torch.zeros_like(values))
         per_env = (discounts * (rewards + self.cfg.gamma * bootstrapped)).sum(dim=0)
         objective = per_env.mean() / steps
@@ -265,7 +280,7 @@ class SHAC(APG):
         """Critic inputs ``[M, D]`` and TD(lambda) targets ``[M]`` of the update's windows."""
         inputs, targets = [], []
         for window in self._windows:
-            next_values = self._values(self.target_critic, window["final_observations"])
+            next_values = self._bootstrap_values(window["final_observations"])
             window_targets = td_lambda_targets(
                 window["rewards"],
                 next_values,
@@ -299,7 +314,10 @@ class SHAC(APG):
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self._average_across_ranks(self.critic.parameters(), loss.detach().reshape(1))
-                nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.critic_max_grad_norm)
+                if self.cfg.critic_max_grad_norm > 0.0:
+                    nn.utils.clip_grad_norm_(
+                        self.critic.parameters(), self.cfg.critic_max_grad_norm
+                    )
                 self.critic_optimizer.step()
                 losses.append(loss.detach())
         with torch.no_grad():
@@ -320,19 +338,23 @@ class SHAC(APG):
 
     def state_dict(self) -> dict[str, Any]:
         """Actor optimizer and schedule, critic, target critic and critic optimizer."""
-        return {
+        state = {
             **super().state_dict(),
             "critic": self.critic.state_dict(),
-            "target_critic": self.target_critic.state_dict(),
             "critic_optimizer": self.critic_optimizer.state_dict(),
             "critic_schedule": self.critic_schedule.state_dict(),
             "critic_updates": self.critic_updates,
         }
+        if self.target_critic is not None:
+            state["target_critic"] = self.target_critic.state_dict()
+        return state
 
     def validate_state_dict(self, state: dict[str, Any]) -> None:
         """Raise ``ValueError`` if the saved critic does not fit this one."""
         super().validate_state_dict(state)
-        for key in ("critic", "target_critic", "critic_optimizer", "critic_schedule"):
+        keys = ["critic", "critic_optimizer", "critic_schedule"]
+        keys += ["target_critic"] if self.target_critic is not None else []
+        for key in keys:
             if key not in state:
                 raise ValueError(f"Checkpoint entry 'algorithm' has no '{key}' (not a SHAC state).")
         check_state_shapes("algorithm.critic", state["critic"], self.critic.state_dict())
@@ -349,7 +371,8 @@ class SHAC(APG):
         """Restore actor and critic; ``restart`` restarts both learning-rate curves."""
         super().load_state_dict(state, resume_scheduler=resume_scheduler)
         self.critic.load_state_dict(state["critic"])
-        self.target_critic.load_state_dict(state["target_critic"])
+        if self.target_critic is not None:
+            self.target_critic.load_state_dict(state["target_critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         # checkpoints before the warm-up option: the critic trained once per schedule step
         saved_updates = state.get("critic_updates", state["critic_schedule"]["step_count"])

@@ -391,6 +391,10 @@ def algorithm_config(config: RunConfig) -> Any:
     except ValueError as error:
         hint = did_you_mean(config.algorithm.name.lower(), sorted(ALGORITHMS))
         raise ConfigError(f"algorithm.name: {error}{hint}") from error
+    retired = getattr(cfg_type, "retired_fields", {})  # fields another algorithm took along
+    for key in config.algorithm.cfg:
+        if key in retired:
+            raise ConfigError(f"algorithm.cfg.{key}: {retired[key]}.")
     model = _dataclass_model(cfg_type, cfg_type.__name__)
     try:
         model.model_validate(config.algorithm.cfg)

@@ -1,4 +1,4 @@
-"""AHAC: the stiffness reading, the adaptive horizon, its gradient, config and checkpoints."""
+"""ahac_stiffness: the stiffness reading, the adaptive horizon, its gradient, checkpoints."""
 
 from __future__ import annotations
 
@@ -13,21 +13,23 @@ from helpers import (
     build_point_mass_trainer,
     learning_state,
 )
-from pathgrad.algo import AHAC, AHACCfg
+from pathgrad.algo import StiffnessAHAC, StiffnessAHACCfg
 from pathgrad.collector import DifferentiableCollector
 
 
-def scalar_ahac(w: float, **fields) -> tuple[AHAC, DifferentiableCollector]:
-    """AHAC on ``x' = (1 + w) x``: the sensitivity grows by ``|1 + w|`` per step back."""
+def scalar_ahac(w: float, **fields) -> tuple[StiffnessAHAC, DifferentiableCollector]:
+    """StiffnessAHAC on ``x' = (1 + w) x``: the sensitivity grows by ``|1 + w|`` per step back."""
     policy = LinearPolicy(w)
-    cfg = AHACCfg(critic_hidden_sizes=[], optimizer={"name": "sgd", "learning_rate": 1e-12})
+    cfg = StiffnessAHACCfg(
+        critic_hidden_sizes=[], optimizer={"name": "sgd", "learning_rate": 1e-12}
+    )
     cfg = cfg.replace(**fields)
-    return AHAC(cfg, policy, observation_dim=1), DifferentiableCollector(
+    return StiffnessAHAC(cfg, policy, observation_dim=1), DifferentiableCollector(
         ScalarEnv([1.0, -0.5], episode_steps=1000), policy, "cpu"
     )
 
 
-def run_updates(ahac: AHAC, collector: DifferentiableCollector, updates: int, window: int):
+def run_updates(ahac: StiffnessAHAC, collector: DifferentiableCollector, updates: int, window: int):
     horizons, readings = [], []
     for _ in range(updates):
         ahac.begin_update()
@@ -85,7 +87,7 @@ def test_actor_gradient_matches_finite_differences_of_the_truncated_objective():
     from helpers import float64_windows, window_gradient_error
 
     policy, normalizer, rollout = float64_windows()
-    cfg = AHACCfg(
+    cfg = StiffnessAHACCfg(
         gamma=0.9,
         critic_hidden_sizes=[8],
         critic_activation="tanh",
@@ -93,7 +95,7 @@ def test_actor_gradient_matches_finite_differences_of_the_truncated_objective():
         min_horizon=2,
         max_horizon=7,
     )
-    ahac = AHAC(cfg, policy, observation_dim=6)
+    ahac = StiffnessAHAC(cfg, policy, observation_dim=6)
     ahac.horizon_multiplier, ahac.horizon = 3.0, 4  # a window of 6 truncated after 4 steps
     ahac.observation_transform = normalizer.normalize
     ahac.begin_update()
@@ -119,17 +121,17 @@ def test_actor_gradient_matches_finite_differences_of_the_truncated_objective():
 )
 def test_config_validation_names_the_field(fields, message):
     with pytest.raises(ValueError, match=message):
-        AHACCfg(**fields)
+        StiffnessAHACCfg(**fields)
 
 
 def test_built_by_name_and_rejects_other_checkpoints(tmp_path):
     from pathgrad.algo import build_algo
 
-    with pytest.raises(ValueError, match="'ahac' needs env="):
-        build_algo("ahac", {}, LinearPolicy(), "cpu")
+    with pytest.raises(ValueError, match="'ahac_stiffness' needs env="):
+        build_algo("ahac_stiffness", {}, LinearPolicy(), "cpu")
     shac_path = build_point_mass_trainer(tmp_path / "s", algorithm="shac").save_checkpoint()
-    trainer = build_point_mass_trainer(tmp_path / "a", algorithm="ahac")
-    with pytest.raises(ValueError, match="has no 'horizon' \\(not an AHAC state\\)"):
+    trainer = build_point_mass_trainer(tmp_path / "a", algorithm="ahac_stiffness")
+    with pytest.raises(ValueError, match="has no 'horizon' \\(not an ahac_stiffness state\\)"):
         trainer.load_checkpoint(shac_path)
     state = trainer.algorithm.state_dict()
     state["horizon"] = {"multiplier": 99.0, "horizon": 4}
@@ -138,7 +140,7 @@ def test_built_by_name_and_rejects_other_checkpoints(tmp_path):
 
 
 def ahac_trainer(directory):
-    cfg = AHACCfg(
+    cfg = StiffnessAHACCfg(
         optimizer={"name": "adam", "learning_rate": 1e-2},
         lr_scheduler={"name": "linear", "kwargs": {"total_iters": 40, "end_factor": 0.5}},
         critic_epochs=2,
@@ -149,7 +151,7 @@ def ahac_trainer(directory):
     )
     trainer = build_point_mass_trainer(
         directory,
-        algorithm="ahac",
+        algorithm="ahac_stiffness",
         algorithm_cfg=cfg,
         segment_length=6,
         update_horizon=12,
