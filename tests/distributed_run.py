@@ -101,7 +101,7 @@ def modes(data_parallel, directory: Path) -> dict:
     cases = {
         "shac": {"algorithm": "shac"},
         "sapo": {"algorithm": "sapo"},
-        "ahac": {"algorithm": "ahac"},
+        "ahac_stiffness": {"algorithm": "ahac_stiffness"},
         "complete": {
             "rollout_mode": "complete",
             "update_horizon": 6,

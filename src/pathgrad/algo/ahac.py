@@ -89,8 +89,8 @@ class AHACCfg(SHACCfg):
         """Check the horizon and critic fields and SHAC's."""
         super().validate()
         for name in ("critic_lr_scheduler", "horizon_lr_scheduler"):
-            value = _coerce(getattr(self, name), LRSchedulerCfg, name)
             try:
+                value = _coerce(getattr(self, name), LRSchedulerCfg, name)
                 value.validate()
             except ValueError as error:
                 raise ValueError(f"{name}: {error}") from None

@@ -202,8 +202,12 @@ class BatchedDifferentiableEnv(ABC):
         observation, reward, terminated, truncated, next_state, self.state, self.elapsed_steps = (
             self._advance(state, action, fresh, self.elapsed_steps)
         )
-        return observation, reward, terminated, truncated, StepInfo(
-            self, next_state, self._step_info_extras()
+        return (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            StepInfo(self, next_state, self._step_info_extras()),
         )
 
     def _step_info_extras(self) -> dict[str, Any]:
