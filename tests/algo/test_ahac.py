@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from helpers import (
+    ROOT,
     LinearPolicy,
     build_point_mass_trainer,
     contact_point_mass,
@@ -125,3 +126,18 @@ def test_checkpoints_of_other_algorithms_are_refused_by_name(tmp_path):
     del state["adaptive_horizon"]
     with pytest.raises(ValueError, match="has no 'adaptive_horizon'"):
         trainer.algorithm.validate_state_dict(state)
+
+
+def test_a_run_config_of_the_former_ahac_gets_one_line_naming_ahac_stiffness():
+    from pathgrad.runs.config import ConfigError, load_config
+    from pathgrad.runs.run import build_run
+
+    config = load_config("src/pathgrad/configs/pendulum_ahac.yaml")  # now ahac_stiffness
+    assert config.algorithm.name == "ahac_stiffness"
+    with pytest.raises(ConfigError, match=r"^algorithm.cfg.stiffness_threshold: .*"
+                       r"set algorithm.name: ahac_stiffness") as error:  # fmt: skip
+        load_config("src/pathgrad/configs/pendulum_ahac.yaml", ["algorithm.name=ahac"])
+    assert "\n" not in str(error.value)
+    config = load_config("src/pathgrad/configs/point_mass.yaml", ["algorithm.name=ahac"])
+    with pytest.raises(ConfigError, match=r"PointMass reports none\. Use 'ahac_stiffness'"):
+        build_run(config, ROOT / "unused")
