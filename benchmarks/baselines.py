@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # task -> pathgrad env, the config (and overrides) of each first-order method, PPO and SAC
-# env-step budgets, evaluation interval. SAPO and AHAC take SHAC's fields, so a task
+# env-step budgets, evaluation interval ("ahac" runs ahac_stiffness, pathgrad's former ahac).
+# SAPO and AHAC take SHAC's fields, so a task
 # without a config of its own runs SHAC's (or APG's) config under their name.
 TASKS = {
     "PointMass": {
@@ -41,7 +42,7 @@ TASKS = {
         "configs": {
             "apg": ("point_mass.yaml", []),
             "sapo": ("point_mass.yaml", ["algorithm.name=sapo"]),
-            "ahac": ("point_mass.yaml", ["algorithm.name=ahac"]),
+            "ahac": ("point_mass.yaml", ["algorithm.name=ahac_stiffness"]),
         },
         "budgets": (200_000, 30_000, 10_000),
     },
@@ -51,7 +52,7 @@ TASKS = {
             "apg": ("reacher.yaml", []),
             "shac": ("reacher_shac.yaml", []),
             "sapo": ("reacher_shac.yaml", ["algorithm.name=sapo"]),
-            "ahac": ("reacher_shac.yaml", ["algorithm.name=ahac"]),
+            "ahac": ("reacher_shac.yaml", ["algorithm.name=ahac_stiffness"]),
         },
         "budgets": (300_000, 30_000, 10_000),
     },
