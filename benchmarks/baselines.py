@@ -33,17 +33,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # task -> pathgrad env, the config (and overrides) of each first-order method, PPO and SAC
-# env-step budgets, evaluation interval. SAPO-ensemble and AHAC take SHAC's fields, so a
-# task without a config of its own runs SHAC's (or APG's) config under their name. The
-# "sapo" method is pathgrad's earlier SAPO, now `sapo_ensemble` (docs/benchmarks.md
-# measured it); the authors' SAPO (`sapo`) has its own fields and policy.
+# env-step budgets, evaluation interval. SAPO-ensemble and AHAC-stiffness take SHAC's
+# fields, so a task without a config of its own runs SHAC's (or APG's) config under
+# their name. The "sapo" method is pathgrad's earlier SAPO, now `sapo_ensemble`, and the
+# "ahac" method its former ahac, now `ahac_stiffness` (docs/benchmarks.md measured them);
+# the authors' SAPO (`sapo`) and AHAC (`ahac`) have their own fields.
 TASKS = {
     "PointMass": {
         "env": "PointMass",
         "configs": {
             "apg": ("point_mass.yaml", []),
             "sapo": ("point_mass.yaml", ["algorithm.name=sapo_ensemble"]),
-            "ahac": ("point_mass.yaml", ["algorithm.name=ahac"]),
+            "ahac": ("point_mass.yaml", ["algorithm.name=ahac_stiffness"]),
         },
         "budgets": (200_000, 30_000, 10_000),
     },
@@ -53,7 +54,7 @@ TASKS = {
             "apg": ("reacher.yaml", []),
             "shac": ("reacher_shac.yaml", []),
             "sapo": ("reacher_shac.yaml", ["algorithm.name=sapo_ensemble"]),
-            "ahac": ("reacher_shac.yaml", ["algorithm.name=ahac"]),
+            "ahac": ("reacher_shac.yaml", ["algorithm.name=ahac_stiffness"]),
         },
         "budgets": (300_000, 30_000, 10_000),
     },

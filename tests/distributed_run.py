@@ -106,7 +106,7 @@ def modes(data_parallel, directory: Path) -> dict:
         "shac": {"algorithm": "shac"},
         "sapo": {"algorithm": "sapo", "policy_name": "squashed_normal"},
         "sapo_ensemble": {"algorithm": "sapo_ensemble"},
-        "ahac": {"algorithm": "ahac"},
+        "ahac_stiffness": {"algorithm": "ahac_stiffness"},
         "complete": {
             "rollout_mode": "complete",
             "update_horizon": 6,

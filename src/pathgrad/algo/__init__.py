@@ -1,6 +1,8 @@
-"""Algorithms: APG, SHAC, SAPO (and SAPO-ensemble), AHAC, and their shared optimizer machinery."""
+"""Algorithms: APG, SHAC, SAPO (and SAPO-ensemble), AHAC (and AHAC-stiffness), and their shared
+optimizer machinery."""
 
 from pathgrad.algo.ahac import AHAC, AHACCfg
+from pathgrad.algo.ahac_stiffness import StiffnessAHAC, StiffnessAHACCfg
 from pathgrad.algo.apg import APG, APGCfg, complete_discounted_return, segmented_discounted_return
 from pathgrad.algo.base import BaseAlgorithm, RolloutKind
 from pathgrad.algo.registry import build_algo, get_registered_algo_names, register_algo
@@ -23,6 +25,8 @@ __all__ = [
     "SAPOEnsembleCfg",
     "SHAC",
     "SHACCfg",
+    "StiffnessAHAC",
+    "StiffnessAHACCfg",
     "build_algo",
     "build_lr_scheduler",
     "build_optimizer",

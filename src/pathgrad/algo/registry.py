@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from pathgrad.algo.ahac import AHAC, AHACCfg
+from pathgrad.algo.ahac_stiffness import StiffnessAHAC, StiffnessAHACCfg
 from pathgrad.algo.apg import APG, APGCfg
 from pathgrad.algo.base import RolloutKind
 from pathgrad.algo.sapo import SAPO, SAPOCfg
@@ -39,7 +40,23 @@ def _ahac(cfg: AHACCfg, policy: Any, env: Any) -> AHAC:
         raise ValueError(
             "Algorithm 'ahac' needs env= to size its critic (env.single_observation_space)."
         )
+    if not getattr(env, "provides_contact_signal", False):
+        raise ValueError(
+            f"Algorithm 'ahac' needs contact forces from the env (info['contact_forces'] and "
+            f"info['accelerations'] every step); {type(env).__name__} reports none. Use "
+            "'ahac_stiffness' (its horizon follows the window's stiffness) for envs without "
+            "contacts."
+        )
     return AHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
+
+
+def _ahac_stiffness(cfg: StiffnessAHACCfg, policy: Any, env: Any) -> StiffnessAHAC:
+    if env is None:
+        raise ValueError(
+            "Algorithm 'ahac_stiffness' needs env= to size its critic "
+            "(env.single_observation_space)."
+        )
+    return StiffnessAHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
 
 
 def _sized_by_env(name: str, algorithm_type: type) -> AlgorithmFactory:
@@ -60,12 +77,13 @@ def _sized_by_env(name: str, algorithm_type: type) -> AlgorithmFactory:
 def retired_field_error(cfg_type: type, fields: Mapping[str, Any]) -> str | None:
     """A one-line message for the first field of ``fields`` that ``cfg_type`` retired, or None.
 
-    A config class lists its retired fields in ``RETIRED_FIELDS`` (field -> what to do).
+    A config class lists its retired fields in ``RETIRED_FIELDS`` (field -> what to do);
+    when ``fields`` has several, the first one listed there is named.
     """
     retired = getattr(cfg_type, "RETIRED_FIELDS", {})
-    for key in fields:
-        if key in retired:
-            return f"{key}: {retired[key]}."
+    for key, message in retired.items():
+        if key in fields:
+            return f"{key}: {message}."
     return None
 
 
@@ -118,6 +136,7 @@ register_algo(
     SAPOEnsemble,
     factory=_sized_by_env("sapo_ensemble", SAPOEnsemble),
 )
+register_algo("ahac_stiffness", StiffnessAHACCfg, StiffnessAHAC, factory=_ahac_stiffness)
 
 
 def get_registered_algo_names() -> list[str]:

@@ -87,7 +87,7 @@ class CriticCfg(APGCfg):
         critic_optimizer: Optimizer of the critic (same schedule as the actor's).
         critic_epochs: Passes over the window's data per update.
         critic_minibatches: Minibatches per pass.
-        critic_max_grad_norm: Gradient-norm clip of each critic step.
+        critic_max_grad_norm: Gradient-norm clip of each critic step (0: no clipping).
         critic_lr_scheduler: The critic's learning-rate schedule; ``None``: the actor's.
         reward_scale: Rewards are multiplied by it for actor and critic.
         critic_warmup_updates: Updates whose actor objective leaves out the critic's
@@ -125,8 +125,11 @@ class CriticCfg(APGCfg):
             raise ValueError(f"critic_activation must be one of {sorted(ACTIVATIONS)}.")
         if self.critic_epochs <= 0 or self.critic_minibatches <= 0:
             raise ValueError("critic_epochs and critic_minibatches must be positive.")
-        if not self.critic_max_grad_norm > 0.0:
-            raise ValueError("critic_max_grad_norm must be positive.")
+        if not self.critic_max_grad_norm >= 0.0:
+            raise ValueError(
+                "critic_max_grad_norm must be >= 0 (0: no clipping), "
+                f"got {self.critic_max_grad_norm}."
+            )
         if not self.reward_scale > 0.0:
             raise ValueError("reward_scale must be positive.")
         if self.critic_warmup_updates < 0:
@@ -355,7 +358,10 @@ class SHAC(APG):
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self._average_across_ranks(self.critic.parameters(), loss.detach().reshape(1))
-                nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.critic_max_grad_norm)
+                if self.cfg.critic_max_grad_norm > 0.0:
+                    nn.utils.clip_grad_norm_(
+                        self.critic.parameters(), self.cfg.critic_max_grad_norm
+                    )
                 self.critic_optimizer.step()
                 losses.append(loss.detach())
         self._follow_critic()

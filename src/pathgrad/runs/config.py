@@ -110,8 +110,7 @@ class EnvSection(Section):
 
 
 class PolicySection(Section):
-    """The policy: pathgrad's Gaussian MLP, the squashed normal with a state-dependent
-    log-std (SAPO's authors' actor), or the reference's ActorOnly (`pathgrad.models`)."""
+    """The policy: Gaussian MLP, squashed normal (SAPO's authors') or the reference's ActorOnly."""
 
     name: Literal["gaussian_mlp", "squashed_normal", "actor_only"] = Field(
         "gaussian_mlp",
