@@ -23,6 +23,7 @@ from pathgrad.differentiable_trainer import DifferentiableTrainer, Differentiabl
 from pathgrad.distributed import exit_rank, join, leave, rank_seed
 from pathgrad.envs import PointMass
 from pathgrad.policies import GaussianMLPPolicy
+from pathgrad.squashed_normal import SquashedNormalPolicy
 
 TOTAL_ENVS = 64
 
@@ -32,7 +33,7 @@ def flat_parameters(trainer: DifferentiableTrainer) -> torch.Tensor:
     modules = [trainer.policy] + [
         getattr(trainer.algorithm, name)
         for name in ("critic", "target_critic")
-        if hasattr(trainer.algorithm, name)
+        if getattr(trainer.algorithm, name, None) is not None  # SAPO has no target critic
     ]
     extra = [getattr(trainer.algorithm, "log_temperature", torch.zeros(0)).detach().reshape(-1)]
     return torch.cat([p.detach().reshape(-1) for m in modules for p in m.parameters()] + extra)
@@ -46,7 +47,10 @@ def build(data_parallel, num_envs: int, directory: Path, algorithm: str = "apg",
         seed=rank_seed(0, data_parallel.rank),
         dtype=settings.pop("dtype", "float32"),
     )
-    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
+    if settings.pop("policy_name", "gaussian_mlp") == "squashed_normal":
+        policy = SquashedNormalPolicy(6, 2, hidden_sizes=(16,)).to(env.dtype)
+    else:
+        policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
     optimizer = {"name": "adam", "learning_rate": 1e-2}
     factory, cfg_type = get_algorithm(algorithm)
     learner = factory(cfg_type(optimizer=optimizer), policy, env)
@@ -100,8 +104,9 @@ def modes(data_parallel, directory: Path) -> dict:
     """Several algorithms and rollout modes, three updates each."""
     cases = {
         "shac": {"algorithm": "shac"},
-        "sapo": {"algorithm": "sapo"},
-        "ahac": {"algorithm": "ahac"},
+        "sapo": {"algorithm": "sapo", "policy_name": "squashed_normal"},
+        "sapo_ensemble": {"algorithm": "sapo_ensemble"},
+        "ahac_stiffness": {"algorithm": "ahac_stiffness"},
         "complete": {
             "rollout_mode": "complete",
             "update_horizon": 6,

@@ -147,14 +147,35 @@ def relative_error(actual: Sequence[torch.Tensor], expected: Sequence[torch.Tens
     return float((actual_flat - expected_flat).norm() / expected_flat.norm())
 
 
+def contact_point_mass(*args: Any, contact_scale: float = 100.0, **kwargs: Any) -> Any:
+    """A PointMass that reports a fake contact signal, as envs with contacts do.
+
+    ``info["contact_forces"]`` is ``contact_scale |position|`` in each of the 6
+    components of 2 bodies and ``info["accelerations"]`` is 0 (floored to 1), so
+    AHAC's contact value of an env is ``contact_scale |position| sqrt(12)``.
+    """
+    from pathgrad.envs import PointMass
+
+    class ContactPointMass(PointMass):
+        provides_contact_signal = True
+
+        def _step_info_extras(self) -> dict[str, torch.Tensor]:
+            size = self.state["position"].detach().norm(dim=-1) * contact_scale
+            forces = size[:, None, None].expand(-1, 2, 6).clone()
+            return {"contact_forces": forces, "accelerations": torch.zeros_like(forces)}
+
+    return ContactPointMass(*args, **kwargs)
+
+
 def float64_windows(
-    *, squash: bool = False, layer_norm: bool = False
+    *, squash: bool = False, layer_norm: bool = False, contacts: bool = False
 ) -> tuple[torch.nn.Module, Any, Callable[[int], Any]]:
     """Policy, normalizer and ``rollout(steps)`` for finite-difference checks of actor gradients.
 
     Three float64 PointMass envs with 3-step episodes (so windows cross a
     truncation), a small tanh policy and a fitted observation normalizer;
     every ``rollout(steps)`` call replays the same resets and noise.
+    ``contacts``: the envs report a fake contact signal (:func:`contact_point_mass`).
     """
     from pathgrad.collector import DifferentiableCollector
     from pathgrad.envs import PointMass
@@ -162,7 +183,8 @@ def float64_windows(
     from pathgrad.policies import GaussianMLPPolicy
 
     torch.manual_seed(0)
-    env = PointMass(3, dtype="float64", max_episode_steps=3, seed=0)
+    make = contact_point_mass if contacts else PointMass
+    env = make(3, dtype="float64", max_episode_steps=3, seed=0)
     policy = GaussianMLPPolicy(
         6, 2, hidden_sizes=(8,), activation="tanh", squash=squash, layer_norm=layer_norm
     )
@@ -212,18 +234,29 @@ def build_point_mass_trainer(
     seed: int = 0,
     dtype: str = "float32",
     algorithm: str = "apg",
+    policy_name: str = "gaussian_mlp",
     **overrides,
 ):
-    """A small, fully seeded PointMass trainer with every optional part switched on."""
+    """A small, fully seeded PointMass trainer with every optional part switched on.
+
+    ``policy_name``: ``gaussian_mlp`` or ``squashed_normal`` (a state-dependent log-std).
+    ``contacts=True``: training envs with a fake contact signal (:func:`contact_point_mass`).
+    """
     from pathgrad.algo.registry import get_algorithm
     from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
     from pathgrad.envs import PointMass
     from pathgrad.policies import GaussianMLPPolicy
 
     torch.manual_seed(seed)
-    env = PointMass(num_envs, max_episode_steps=10, seed=seed, dtype=dtype)
+    make = contact_point_mass if overrides.pop("contacts", False) else PointMass
+    env = make(num_envs, max_episode_steps=10, seed=seed, dtype=dtype)
     eval_env = PointMass(2, max_episode_steps=10, seed=seed + 1, dtype=dtype)
-    policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
+    if policy_name == "squashed_normal":
+        from pathgrad.squashed_normal import SquashedNormalPolicy
+
+        policy = SquashedNormalPolicy(6, 2, hidden_sizes=(16,)).to(env.dtype)
+    else:
+        policy = GaussianMLPPolicy(6, 2, hidden_sizes=(16,), squash=True).to(env.dtype)
     factory, cfg_type = get_algorithm(algorithm)  # any registered algorithm
     algorithm_cfg = overrides.pop("algorithm_cfg", None) or cfg_type(
         optimizer={"name": "adam", "learning_rate": 1e-2},

@@ -102,6 +102,7 @@ LAYERS = (
         "reference core",
         (
             "pathgrad.policies",
+            "pathgrad.squashed_normal",
             "pathgrad.models",
             "pathgrad.normalization",
             "pathgrad.gradients",

@@ -15,7 +15,16 @@ import torch
 from torch import nn
 
 from helpers import central_difference_gradient, window_gradient_error
-from pathgrad.algo import APG, SAPO, SHAC, APGCfg, SAPOCfg, SHACCfg
+from pathgrad.algo import (
+    APG,
+    SAPO,
+    SHAC,
+    APGCfg,
+    SAPOCfg,
+    SAPOEnsemble,
+    SAPOEnsembleCfg,
+    SHACCfg,
+)
 from pathgrad.collector import DifferentiableCollector
 from pathgrad.envs import PointMass
 from pathgrad.models import (
@@ -190,8 +199,11 @@ def test_shac_and_sapo_actor_gradients_through_actor_only_match_finite_differenc
     shac.observation_transform = normalizer.normalize
     assert window_gradient_error(shac, lambda: rollout(5)) < 1e-6
     sapo = SAPO(SAPOCfg(gamma=0.9, init_temperature=0.3, **critic), policy, 6, 2)
-    sapo.observation_transform = normalizer.normalize  # log_prob's path: the soft reward
+    sapo.observation_transform = normalizer.normalize  # entropy's path: the soft reward
     assert window_gradient_error(sapo, lambda: rollout(5)) < 1e-6
+    earlier = SAPOEnsemble(SAPOEnsembleCfg(gamma=0.9, init_temperature=0.3, **critic), policy, 6, 2)
+    earlier.observation_transform = normalizer.normalize  # log_prob's path
+    assert window_gradient_error(earlier, lambda: rollout(5)) < 1e-6
 
 
 def test_adapter_outputs_and_conventions():

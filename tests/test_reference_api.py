@@ -32,7 +32,7 @@ from pathgrad.utils import (
     scheduler_needs_horizon,
 )
 
-BUILT_IN_ALGORITHMS = ["apg", "shac", "ahac", "sapo"]
+BUILT_IN_ALGORITHMS = ["apg", "shac", "ahac", "sapo", "sapo_ensemble", "ahac_stiffness"]
 
 
 def test_registered_names_and_build_by_name():
@@ -58,11 +58,12 @@ def test_registered_names_and_build_by_name():
 def test_unknown_name_lists_the_registered_ones():
     with pytest.raises(
         ValueError,
-        match=r"^Algorithm 'ppo' not found\. Available: \['apg', 'shac', 'ahac', 'sapo'\]$",
+        match=r"^Algorithm 'ppo' not found\. Available: \['apg', 'shac', 'ahac', 'sapo', "
+        r"'sapo_ensemble', 'ahac_stiffness'\]$",
     ):
         build_algo("ppo", {}, GaussianMLPPolicy(6, 2), "cpu")
     # The config/CLI lookup keeps its own message.
-    listed = "Available: ahac, apg, sapo, shac"
+    listed = "Available: ahac, ahac_stiffness, apg, sapo, sapo_ensemble, shac"
     with pytest.raises(ValueError, match=f"Unknown algorithm 'ppo'. {listed}"):
         get_algorithm("ppo")
 

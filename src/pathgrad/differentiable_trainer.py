@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections import deque
@@ -41,6 +40,7 @@ from pathgrad.trainer.rollout_checkpointing import (
 )
 from pathgrad.trainer.scalar_logging import ScalarSinks, train_scalars
 from pathgrad.trainer.threads import apply_num_threads, resolve_num_threads
+from pathgrad.trainer.windows import next_update_steps
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -244,13 +244,9 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
                 if self.cfg.rollout_mode == "complete":
                     collected_steps, metrics = self._complete_rollout_update()
                 else:
-                    update_steps = self.update_horizon
-                    if total_timesteps is not None:
-                        remaining_vector_steps = math.ceil(
-                            (total_timesteps - self.global_step) / self.global_num_envs
-                        )
-                        update_steps = min(self.update_horizon, remaining_vector_steps)
-                    collected_steps, metrics = self._segmented_update(update_steps)
+                    collected_steps, metrics = self._segmented_update(
+                        *next_update_steps(self, total_timesteps)
+                    )
             except BaseException:
                 self.interrupts.abandon()
                 snapshot.restore(self)
@@ -303,7 +299,9 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         """
         self.interrupts.request(exception)
 
-    def _segmented_update(self, update_steps: int) -> tuple[int, dict[str, float]]:
+    def _segmented_update(
+        self, update_steps: int, segment_length: int
+    ) -> tuple[int, dict[str, float]]:
         """One TBPTT update: segments of ``segment_length`` steps, one optimizer step."""
         if self.compiled_update is not None:
             return update_steps, self.compiled_update.run(update_steps, self.interrupts.close)
@@ -311,7 +309,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         self.algorithm.begin_update()
         try:
             while collected_steps < update_steps:
-                segment_steps = min(self.cfg.segment_length, update_steps - collected_steps)
+                segment_steps = min(segment_length, update_steps - collected_steps)
                 rollout = self.collector.collect(
                     segment_steps,
                     deterministic=self.cfg.deterministic_actions,

@@ -69,7 +69,9 @@ class DeployedPolicy(nn.Module):
         self.policy = policy
         dtype = next(policy.parameters()).dtype
         if normalizer is None:
-            dim = policy.mean_net[0].in_features if hasattr(policy, "mean_net") else 1
+            dim = getattr(policy, "observation_dim", None)
+            if dim is None:
+                dim = policy.mean_net[0].in_features if hasattr(policy, "mean_net") else 1
             shift, scale = torch.zeros(dim, dtype=dtype), torch.ones(dim, dtype=dtype)
             low = torch.full((dim,), -torch.inf, dtype=dtype)
             high = torch.full((dim,), torch.inf, dtype=dtype)
@@ -80,7 +82,9 @@ class DeployedPolicy(nn.Module):
         self.register_buffer("low", low.detach().clone())
         self.register_buffer("high", high.detach().clone())
         if action_bounds is None:
-            action_dim = int(policy.log_std.shape[0]) if hasattr(policy, "log_std") else 1
+            action_dim = getattr(policy, "action_dim", None)
+            if action_dim is None:
+                action_dim = int(policy.log_std.shape[0]) if hasattr(policy, "log_std") else 1
             action_bounds = (
                 torch.full((action_dim,), -torch.inf),
                 torch.full((action_dim,), torch.inf),

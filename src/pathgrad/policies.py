@@ -34,18 +34,25 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 
 
 def hidden_layers(
-    inputs: int, hidden_sizes: Sequence[int], activation: str, layer_norm: bool = False
+    inputs: int,
+    hidden_sizes: Sequence[int],
+    activation: str,
+    layer_norm: bool = False,
+    *,
+    norm_before_activation: bool = False,
 ) -> list[nn.Module]:
     """``Linear -> activation [-> LayerNorm]`` for every hidden width.
 
     ``layer_norm`` normalizes each hidden layer after its activation, as the
-    SHAC paper's actor and critic networks do.
+    SHAC paper's actor and critic networks do; with ``norm_before_activation``
+    the order is ``Linear -> LayerNorm -> activation`` (SAPO's authors' MLPs).
     """
     layers: list[nn.Module] = []
     for width in hidden_sizes:
-        layers += [nn.Linear(inputs, int(width)), ACTIVATIONS[activation]()]
-        if layer_norm:
-            layers.append(nn.LayerNorm(int(width)))
+        norm = [nn.LayerNorm(int(width))] if layer_norm else []
+        act = [ACTIVATIONS[activation]()]
+        order = norm + act if norm_before_activation else act + norm
+        layers += [nn.Linear(inputs, int(width)), *order]
         inputs = int(width)
     return layers
 
@@ -269,8 +276,8 @@ class PolicyOutput(MutableMapping[str, torch.Tensor]):
         return key in self._values or key in self._deferred
 
     def __iter__(self) -> Iterator[str]:
-        yield from self._values
-        yield from (key for key in self._deferred if key not in self._values)
+        yield from list(self._values)  # reading an entry while iterating moves it
+        yield from [key for key in self._deferred if key not in self._values]
 
     def __len__(self) -> int:
         return len(self._values) + len(self._deferred)

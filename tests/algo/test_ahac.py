@@ -1,120 +1,96 @@
-"""AHAC: the stiffness reading, the adaptive horizon, its gradient, config and checkpoints."""
+"""AHAC (the authors' definition): actor gradient, critics, config, checkpoints, build."""
 
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
 
 from helpers import (
+    ROOT,
     LinearPolicy,
-    ScalarEnv,
     build_point_mass_trainer,
-    learning_state,
+    contact_point_mass,
+    float64_windows,
+    window_gradient_error,
 )
-from pathgrad.algo import AHAC, AHACCfg
-from pathgrad.collector import DifferentiableCollector
+from pathgrad.algo import AHAC, AHACCfg, build_algo
+from pathgrad.algo.twin_critic import TwinCritic, fit_to_convergence
 
 
-def scalar_ahac(w: float, **fields) -> tuple[AHAC, DifferentiableCollector]:
-    """AHAC on ``x' = (1 + w) x``: the sensitivity grows by ``|1 + w|`` per step back."""
-    policy = LinearPolicy(w)
-    cfg = AHACCfg(critic_hidden_sizes=[], optimizer={"name": "sgd", "learning_rate": 1e-12})
-    cfg = cfg.replace(**fields)
-    return AHAC(cfg, policy, observation_dim=1), DifferentiableCollector(
-        ScalarEnv([1.0, -0.5], episode_steps=1000), policy, "cpu"
-    )
+def small_cfg(**fields) -> AHACCfg:
+    return AHACCfg(critic_hidden_sizes=[8], **fields)
 
 
-def run_updates(ahac: AHAC, collector: DifferentiableCollector, updates: int, window: int):
-    horizons, readings = [], []
-    for _ in range(updates):
-        ahac.begin_update()
-        ahac.accumulate_segment(collector.collect(window))
-        collector.reset()
-        metrics = ahac.finish_update()
-        horizons.append(metrics["horizon"])
-        readings.append(metrics["stiffness"])
-    return horizons, readings
-
-
-def test_stiffness_is_the_log_growth_of_the_window_sensitivity():
-    ahac, collector = scalar_ahac(1.0, min_horizon=2, max_horizon=6)
-    _, readings = run_updates(ahac, collector, 1, window=8)
-    # d x_6 / d a_t = 2^(5 - t): growth 2^5 from the last action back to the first.
-    assert readings[0] == pytest.approx(5 * math.log(2.0))
-    stable, collector = scalar_ahac(-0.5, min_horizon=2, max_horizon=6)
-    assert run_updates(stable, collector, 1, window=8)[1][0] == pytest.approx(0.0)
-
-
-def test_horizon_shrinks_under_high_stiffness_and_grows_back_under_low():
-    # Unstable loop, rate log 2 per step: C = 2 allows about 3 steps.
-    ahac, collector = scalar_ahac(1.0, min_horizon=2, max_horizon=12, stiffness_threshold=2.0)
-    horizons, readings = run_updates(ahac, collector, 12, window=12)
-    assert horizons[0] == 12 and readings[0] == pytest.approx(11 * math.log(2.0))
-    # then it settles where (h - 1) log 2 is about C: 3 to 5 steps.
-    assert all(3 <= horizon <= 5 for horizon in horizons[2:])
-    # A stable loop (no growth) lengthens the window back up to max_horizon.
-    stable, collector = scalar_ahac(-0.5, min_horizon=2, max_horizon=12, stiffness_threshold=2.0)
-    stable.load_state_dict(ahac.state_dict())
-    horizons, _ = run_updates(stable, collector, 8, window=12)
-    assert horizons[0] < 6 and horizons[-1] == 12
-    # Very stiff dynamics stop at min_horizon (the multiplier is bounded).
-    stiff, collector = scalar_ahac(3.0, min_horizon=2, max_horizon=12, stiffness_threshold=0.5)
-    horizons, _ = run_updates(stiff, collector, 6, window=12)
-    assert horizons[-1] == 2 and stiff.horizon_multiplier == 10.0
-
-
-def test_the_actor_objective_stops_at_the_horizon_and_the_critic_sees_the_window():
-    w, gamma = 0.5, 0.9
-    ahac, collector = scalar_ahac(w, min_horizon=1, max_horizon=2, gamma=gamma)
-    with torch.no_grad():  # V(x) = x
-        ahac.target_critic[0].weight.fill_(1.0)
-        ahac.target_critic[0].bias.zero_()
-    ahac.begin_update()
-    ahac.accumulate_segment(collector.collect(4))
-    x1, x2 = 1.5 * torch.tensor([1.0, -0.5]), 1.5**2 * torch.tensor([1.0, -0.5])
-    expected = ((-(x1**2)) + gamma * (-(x2**2) + gamma * x2)).mean() / 2
-    assert ahac._objective_total.item() == pytest.approx(expected.item())
-    assert ahac._windows[-1]["rewards"].shape == (4, 2)
-    ahac.cancel_update()
-
-
-def test_actor_gradient_matches_finite_differences_of_the_truncated_objective():
-    from helpers import float64_windows, window_gradient_error
-
-    policy, normalizer, rollout = float64_windows()
-    cfg = AHACCfg(
-        gamma=0.9,
-        critic_hidden_sizes=[8],
-        critic_activation="tanh",
-        reward_scale=0.5,
-        min_horizon=2,
-        max_horizon=7,
-    )
-    ahac = AHAC(cfg, policy, observation_dim=6)
-    ahac.horizon_multiplier, ahac.horizon = 3.0, 4  # a window of 6 truncated after 4 steps
+def test_actor_gradient_matches_finite_differences_across_a_truncation():
+    policy, normalizer, rollout = float64_windows(contacts=True)
+    ahac = AHAC(small_cfg(gamma=0.9, critic_activation="tanh", reward_scale=0.5), policy, 6)
+    with torch.no_grad():  # LayerNorm's affine terms away from their 1/0 start
+        for module in ahac.critic.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.5, 0.5)
     ahac.observation_transform = normalizer.normalize
-    ahac.begin_update()
-    ahac.accumulate_segment(rollout(6))
-    assert ahac._stiffness_readings and ahac._windows[-1]["rewards"].shape[0] == 6
+    assert window_gradient_error(ahac, lambda: rollout(5)) < 1e-6
+    ahac.begin_update()  # the bootstrap leaves the critics' weights without gradient
+    ahac.accumulate_segment(rollout(5))
+    assert all(p.grad is None for p in ahac.critic.parameters())
+    assert ahac._contacts[0].shape == (5,)
     ahac.cancel_update()
-    assert window_gradient_error(ahac, lambda: rollout(6)) < 1e-6
-    assert ahac.horizon == 4  # cancelled updates leave the horizon alone
+
+
+def test_two_independent_critics_no_target_and_the_min_bootstraps():
+    ahac = AHAC(small_cfg(), LinearPolicy(), 1)
+    assert ahac.target_critic is None and "target_critic" not in ahac.state_dict()
+    first, second = (list(head.parameters()) for head in ahac.critic.heads)
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(first, second, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+    norms = [m for m in ahac.critic.heads[0] if isinstance(m, torch.nn.LayerNorm)]
+    assert len(norms) == 1  # Linear -> ELU -> LayerNorm per hidden layer
+    x = torch.randn(5, 1, dtype=torch.float64)  # LinearPolicy is float64
+    both = ahac.critic.predict(x)
+    assert torch.equal(ahac.critic(x).squeeze(-1), both.min(dim=-1).values)
+    linear = ahac.critic.heads[0][0]
+    assert torch.equal(linear.bias, torch.zeros_like(linear.bias))
+
+
+def critic_and_data(rate: float):
+    torch.manual_seed(0)
+    critic = TwinCritic(3, [8], "elu").double()
+    optimizer = torch.optim.SGD(critic.parameters(), lr=rate)
+    inputs = torch.randn(40, 3, dtype=torch.float64)
+    return critic, optimizer, inputs, inputs.sum(-1)
+
+
+def test_critic_stops_after_pass_6_on_a_flat_loss_and_runs_to_the_limit_otherwise():
+    critic, optimizer, inputs, targets = critic_and_data(0.0)  # lr 0: the loss stays flat
+    passes, loss = fit_to_convergence(
+        critic, optimizer, inputs, targets, minibatches=4, max_passes=64, tolerance=0.2
+    )
+    assert passes == 6 and loss > 0.0
+    critic, optimizer, inputs, targets = critic_and_data(1e-3)
+    passes, _ = fit_to_convergence(
+        critic, optimizer, inputs, targets, minibatches=4, max_passes=64, tolerance=0.0
+    )
+    assert passes == 64
+    seen = []  # 4 unshuffled minibatches of 10 rows, then a remainder of 3 with 43 rows
+    critic, optimizer, inputs, targets = critic_and_data(0.0)
+    rows = torch.cat([inputs, inputs[:3]])
+    critic.predict = lambda x, f=critic.predict: seen.append(x.shape[0]) or f(x)
+    fit_to_convergence(critic, optimizer, rows, rows.sum(-1), minibatches=4, max_passes=1,
+                       tolerance=0.2)  # fmt: skip
+    assert seen == [10, 10, 10, 10, 3]
 
 
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"min_horizon": 0}, "min_horizon must be at least 1, got 0"),
-        ({"min_horizon": 2.5}, "min_horizon must be an integer"),
-        ({"max_horizon": True}, "max_horizon must be an integer"),
+        ({"min_horizon": 0}, "min_horizon must be a positive integer, got 0"),
+        ({"max_horizon": 2.5}, "max_horizon must be a positive integer"),
         ({"min_horizon": 8, "max_horizon": 4}, r"max_horizon must be at least min_horizon \(8\)"),
-        ({"stiffness_threshold": 0.0}, "stiffness_threshold must be positive and finite"),
-        ({"stiffness_threshold": math.inf}, "stiffness_threshold must be positive and finite"),
-        ({"horizon_lr": -1.0}, "horizon_lr must be positive and finite"),
-        ({"lam": 1.5}, "lam must be in"),
+        ({"contact_threshold": -1.0}, "contact_threshold must be a finite number >= 0"),
+        ({"horizon_lr": float("nan")}, "horizon_lr must be a finite number >= 0"),
+        ({"horizon_lr_scheduler": {"name": "warp"}}, "horizon_lr_scheduler: lr_scheduler.name"),
+        ({"critic_max_grad_norm": -1.0}, "critic_max_grad_norm must be >= 0"),
     ],
 )
 def test_config_validation_names_the_field(fields, message):
@@ -122,60 +98,52 @@ def test_config_validation_names_the_field(fields, message):
         AHACCfg(**fields)
 
 
-def test_built_by_name_and_rejects_other_checkpoints(tmp_path):
-    from pathgrad.algo import build_algo
+def test_target_critic_alpha_is_not_a_field_and_its_error_says_so():
+    assert "target_critic_alpha" not in AHACCfg.__dataclass_fields__
+    for value in (0.2, 0.5):  # even SHAC's default: AHAC has no target critic
+        with pytest.raises(ValueError, match="^target_critic_alpha: AHAC has no target critic"):
+            build_algo("ahac", {"target_critic_alpha": value}, LinearPolicy(), "cpu")
 
-    with pytest.raises(ValueError, match="'ahac' needs env="):
-        build_algo("ahac", {}, LinearPolicy(), "cpu")
-    shac_path = build_point_mass_trainer(tmp_path / "s", algorithm="shac").save_checkpoint()
-    trainer = build_point_mass_trainer(tmp_path / "a", algorithm="ahac")
-    with pytest.raises(ValueError, match="has no 'horizon' \\(not an AHAC state\\)"):
-        trainer.load_checkpoint(shac_path)
+
+def test_envs_without_contacts_are_refused_at_build_time():
+    from pathgrad.envs import PointMass
+
+    with pytest.raises(ValueError, match=r"PointMass reports none\. Use 'ahac_stiffness'"):
+        build_algo("ahac", {}, LinearPolicy(), "cpu", env=PointMass(2))
+    assert isinstance(
+        build_algo("ahac", {}, LinearPolicy(), "cpu", env=contact_point_mass(2)), AHAC
+    )
+
+
+def test_checkpoints_of_other_algorithms_are_refused_by_name(tmp_path):
+    stiffness = build_point_mass_trainer(tmp_path / "s", algorithm="ahac_stiffness")
+    trainer = build_point_mass_trainer(tmp_path / "a", algorithm="ahac", contacts=True)
+    with pytest.raises(ValueError, match="is an 'ahac_stiffness' state"):
+        trainer.load_checkpoint(stiffness.save_checkpoint())
     state = trainer.algorithm.state_dict()
-    state["horizon"] = {"multiplier": 99.0, "horizon": 4}
-    with pytest.raises(ValueError, match=r"multiplier 99.0 is outside \[0, 28\]"):
+    for change, message in [
+        ({"horizon": 99.0}, r"algorithm.adaptive_horizon.horizon 99.0 is outside \[8, 64\]"),
+        ({"duals": [0.0] * 3}, "algorithm.adaptive_horizon.duals has 3 values, expected"),
+        ({"duals": [float("nan")] * 8}, "algorithm.adaptive_horizon.duals must be a list of"),
+    ]:
+        bad = {**state, "adaptive_horizon": {**state["adaptive_horizon"], **change}}
+        with pytest.raises(ValueError, match=message):
+            trainer.algorithm.validate_state_dict(bad)
+    del state["adaptive_horizon"]
+    with pytest.raises(ValueError, match="has no 'adaptive_horizon'"):
         trainer.algorithm.validate_state_dict(state)
 
 
-def ahac_trainer(directory):
-    cfg = AHACCfg(
-        optimizer={"name": "adam", "learning_rate": 1e-2},
-        lr_scheduler={"name": "linear", "kwargs": {"total_iters": 40, "end_factor": 0.5}},
-        critic_epochs=2,
-        min_horizon=2,
-        max_horizon=6,
-        stiffness_threshold=0.5,
-        horizon_lr=0.75,
-    )
-    trainer = build_point_mass_trainer(
-        directory,
-        algorithm="ahac",
-        algorithm_cfg=cfg,
-        segment_length=6,
-        update_horizon=12,
-        eval_frequency_steps=4 * 12 * 3,
-    )
-    # Start short: PointMass is smooth (no growth), so the horizon lengthens.
-    trainer.algorithm.horizon_multiplier, trainer.algorithm.horizon = 4.0, 2
-    return trainer
+def test_a_run_config_of_the_former_ahac_gets_one_line_naming_ahac_stiffness():
+    from pathgrad.runs.config import ConfigError, load_config
+    from pathgrad.runs.run import build_run
 
-
-def test_resume_from_a_checkpoint_equals_uninterrupted_training(tmp_path):
-    full = ahac_trainer(tmp_path / "full")
-    history = full.train(total_updates=8)["train_history"]
-    horizons = [entry["train/horizon"] for entry in history]
-    assert horizons[0] == 2 and horizons[-1] > 3  # the horizon moved during the run
-    first = ahac_trainer(tmp_path / "resumed")
-    first.train(total_updates=4)
-    path = first.save_checkpoint()
-    resumed = ahac_trainer(tmp_path / "resumed")
-    resumed.load_checkpoint(path)
-    assert resumed.algorithm.state_dict()["horizon"] == first.algorithm.state_dict()["horizon"]
-    resumed.train(total_updates=8)
-    assert resumed.algorithm.state_dict()["horizon"] == full.algorithm.state_dict()["horizon"]
-    want, got = learning_state(full), learning_state(resumed)
-    assert want.keys() == got.keys()
-    for name, value in want.items():
-        assert torch.equal(value, got[name]), name
-    assert list(full.ret_window) == list(resumed.ret_window)
-    assert full.last_eval_metrics == resumed.last_eval_metrics
+    config = load_config("src/pathgrad/configs/pendulum_ahac.yaml")  # now ahac_stiffness
+    assert config.algorithm.name == "ahac_stiffness"
+    with pytest.raises(ConfigError, match=r"^algorithm.cfg.stiffness_threshold: .*"
+                       r"set algorithm.name: ahac_stiffness") as error:  # fmt: skip
+        load_config("src/pathgrad/configs/pendulum_ahac.yaml", ["algorithm.name=ahac"])
+    assert "\n" not in str(error.value)
+    config = load_config("src/pathgrad/configs/point_mass.yaml", ["algorithm.name=ahac"])
+    with pytest.raises(ConfigError, match=r"PointMass reports none\. Use 'ahac_stiffness'"):
+        build_run(config, ROOT / "unused")

@@ -62,7 +62,7 @@ def test_two_ranks_of_32_envs_update_as_one_process_of_64(tmp_path):
 
 def test_algorithms_and_modes_keep_ranks_identical(tmp_path):
     first, second = scenario("modes", 2, tmp_path)
-    for case in ("shac", "sapo", "ahac", "complete", "adjoint_clip"):
+    for case in ("shac", "sapo", "sapo_ensemble", "ahac_stiffness", "complete", "adjoint_clip"):
         a, b = first[case], second[case]
         assert torch.equal(a["parameters"], b["parameters"]), case
         assert not torch.equal(a["parameters"], a["initial"]), case  # it did train

@@ -1,259 +1,295 @@
-"""AHAC: adaptive-horizon actor-critic (after Georgiev et al., ICML 2024).
+"""AHAC: adaptive-horizon actor-critic, as its authors define it (Georgiev et al., ICML 2024).
 
-SHAC whose actor window is not fixed: it is shortened while the dynamics
-along it are stiff and lengthened while they are not. Everything else is
-SHAC's: the bootstrapped objective (target-critic value at the truncation
-point), the TD(lambda) critic targets and the Polyak target critic.
+SHAC's actor objective on a window whose length the contact signal sets: one
+dual variable per step of the horizon ``H`` compares the step's mean contact
+value with a threshold and moves ``H`` (:mod:`pathgrad.algo.adaptive_horizon`);
+each update steps exactly ``round(H)`` env steps (the trainer asks
+:meth:`AHAC.window_steps`). Two independent critics, no target network: the
+smaller value bootstraps the actor and the TD(lambda) targets, and both critics
+train on those targets until their loss stops moving
+(:func:`~pathgrad.algo.twin_critic.fit_to_convergence`). The code facts this
+follows, and its oddities, are in docs/research/ahac_authors_facts.md.
+
+Sign: as in the authors' code (which produced the published results), contact
+above the threshold lengthens ``H``; the paper's stated intent (shorten the
+horizon in stiff contact) reads the other way: ``contact_lengthens_horizon:
+false`` flips it.
 """
 
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any
 
 import torch
 from torch import nn
+from torch.func import functional_call
 
-from pathgrad.algo.shac import SHAC, SHACCfg
+from pathgrad.algo.adaptive_horizon import DualHorizon, contact_values
+from pathgrad.algo.shac import SHAC, CriticCfg
+from pathgrad.algo.twin_critic import TwinCritic, fit_to_convergence
 from pathgrad.collector import DifferentiableRollout
-from pathgrad.utils import configclass
+from pathgrad.core.configclasses import LRSchedulerCfg, OptimizerCfg, _coerce, configclass
 
-__all__ = ["AHAC", "AHACCfg", "window_stiffness"]
+__all__ = ["AHAC", "AHACCfg", "CONTACT_INFO_KEYS"]
 
+CONTACT_INFO_KEYS = ("contact_forces", "accelerations")
 
-def window_stiffness(
-    end_observation: torch.Tensor, actions: list[torch.Tensor], *, retain_graph: bool = True
-) -> torch.Tensor:
-    """Per-env log growth ``[N]`` of the window's closed-loop sensitivity.
-
-    One backward pass of the probe ``<u, o_h>`` (``o_h`` the window's end
-    observation ``[N, D]``, ``u = 1 / sqrt(D)`` in every entry) gives, for
-    each env ``i`` and step ``t < h``, ``g_it = |d<u, o_ih> / d a_it|``: how
-    strongly the end state reacts to the action of step ``t``, through the
-    dynamics and the policy's feedback (the product of the step Jacobians
-    from ``t`` to ``h``). The stiffness of env ``i`` is
-    ``log(max_t g_it / g_i,h-1)`` >= 0: zero where the sensitivity does not
-    grow backward in time, about ``rho (h - 1)`` for a per-step growth rate
-    ``rho``. Rows with no sensitivity at the last step are NaN (no reading);
-    a reset inside the window leaves only the steps after it.
-
-    Raises:
-        ValueError: If ``actions`` is empty.
-    """
-    if not actions:
-        raise ValueError("window_stiffness needs at least one action.")
-    probe = torch.full_like(end_observation, 1.0 / math.sqrt(end_observation.shape[-1]))
-    gradients = torch.autograd.grad(
-        end_observation,
-        actions,
-        grad_outputs=probe,
-        retain_graph=retain_graph,
-        allow_unused=True,
-    )
-    rows = end_observation.shape[0]
-    norms = torch.stack(
-        [
-            torch.zeros(rows, dtype=torch.float64, device=end_observation.device)
-            if gradient is None
-            else gradient.detach().reshape(rows, -1).to(torch.float64).norm(dim=1)
-            for gradient in gradients
-        ]
-    )  # [h, N]
-    last = norms[-1]
-    growth = torch.log(norms.amax(dim=0)) - torch.log(last)
-    return torch.where(last > 0.0, growth, torch.full_like(growth, float("nan")))
+_STIFFNESS = (
+    "is a field of 'ahac_stiffness' (pathgrad's former 'ahac', whose horizon follows the "
+    "window's stiffness); set algorithm.name: ahac_stiffness to run it, or use "
+    "contact_threshold for the authors' AHAC"
+)
+_NO_TARGET = (
+    "AHAC has no target critic (it bootstraps from its online critics); leave the field out "
+    "(pathgrad's former 'ahac', which has one, is algorithm.name: ahac_stiffness)"
+)
 
 
 @configclass
-class AHACCfg(SHACCfg):
-    """AHAC config: SHAC's fields plus the horizon's.
+class AHACCfg(CriticCfg):
+    """AHAC config: the critic's fields (with the authors' defaults) plus the horizon's.
 
-    The trainer's ``segment_length`` is the window collected; the actor uses
-    its first ``horizon`` steps (at most the window). Keep ``segment_length``
-    at least ``max_horizon``.
+    ``critic_epochs`` is the most critic passes per update (the authors' 64);
+    ``critic_max_grad_norm`` 0 leaves the critic unclipped. AHAC has no target
+    critic, so no ``target_critic_alpha``: a config that sets it gets a
+    one-line error.
 
     Attributes:
-        min_horizon: Shortest actor window (steps).
-        max_horizon: Longest actor window (steps); the first update uses it.
-        stiffness_threshold: ``C``: the largest accepted mean log growth of
-            the window's sensitivity (see :func:`window_stiffness`).
-        horizon_lr: Dual-ascent step: steps of horizon per unit of stiffness
-            above (or below) ``C``, per update.
+        critic_stop_tolerance: Critic training stops when the last 5 pass-mean
+            losses change by less than this per pass on average.
+        critic_lr_scheduler: The critic's learning-rate curve (the authors':
+            linear to 1e-5); ``None``: the actor's.
+        min_horizon: Shortest window, and the first one.
+        max_horizon: Longest window.
+        contact_threshold: ``C``, compared with each step's mean contact value.
+        horizon_lr: Base rate of the dual and horizon steps.
+        horizon_lr_scheduler: Its curve over updates (the authors': linear to 1e-5).
+        contact_lengthens_horizon: The authors' code's sign (contact above ``C``
+            lengthens the window); ``False``: it shortens it.
     """
 
-    min_horizon: int = 4
-    max_horizon: int = 32
-    stiffness_threshold: float = 3.0
-    horizon_lr: float = 2.0
+    # fields of other algorithms: a one-line error says what to do (the first listed wins)
+    RETIRED_FIELDS = MappingProxyType(
+        {"stiffness_threshold": _STIFFNESS, "target_critic_alpha": _NO_TARGET}
+    )
+
+    optimizer: OptimizerCfg = OptimizerCfg(learning_rate=2e-3, kwargs={"betas": [0.7, 0.95]})
+    lr_scheduler: LRSchedulerCfg = LRSchedulerCfg(name="linear", kwargs={"end_factor": 0.005})
+    critic_hidden_sizes: list[int] = [400, 200, 100]
+    critic_layer_norm: bool = True
+    critic_optimizer: OptimizerCfg = OptimizerCfg(learning_rate=5e-4, kwargs={"betas": [0.7, 0.95]})
+    critic_epochs: int = 64
+    critic_max_grad_norm: float = 0.0
+    critic_stop_tolerance: float = 0.2
+    critic_lr_scheduler: LRSchedulerCfg | None = LRSchedulerCfg(
+        name="linear", kwargs={"end_factor": 0.02}
+    )
+    min_horizon: int = 8
+    max_horizon: int = 64
+    contact_threshold: float = 500.0
+    horizon_lr: float = 5e-4
+    horizon_lr_scheduler: LRSchedulerCfg = LRSchedulerCfg(
+        name="linear", kwargs={"end_factor": 0.02}
+    )
+    contact_lengthens_horizon: bool = True
 
     def validate(self) -> None:
-        """Check the horizon fields and SHAC's."""
+        """Check the horizon fields and the critic's."""
         super().validate()
-        if isinstance(self.min_horizon, bool) or int(self.min_horizon) != self.min_horizon:
-            raise ValueError(f"min_horizon must be an integer, got {self.min_horizon!r}.")
-        if isinstance(self.max_horizon, bool) or int(self.max_horizon) != self.max_horizon:
-            raise ValueError(f"max_horizon must be an integer, got {self.max_horizon!r}.")
-        self.min_horizon, self.max_horizon = int(self.min_horizon), int(self.max_horizon)
-        if self.min_horizon < 1:
-            raise ValueError(f"min_horizon must be at least 1, got {self.min_horizon}.")
+        try:
+            value = _coerce(self.horizon_lr_scheduler, LRSchedulerCfg, "horizon_lr_scheduler")
+            value.validate()
+        except ValueError as error:
+            raise ValueError(f"horizon_lr_scheduler: {error}") from None
+        self.horizon_lr_scheduler = value
+        for name in ("min_horizon", "max_horizon"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+            setattr(self, name, int(value))
         if self.max_horizon < self.min_horizon:
             raise ValueError(
                 f"max_horizon must be at least min_horizon ({self.min_horizon}), "
                 f"got {self.max_horizon}."
             )
-        if not (math.isfinite(self.stiffness_threshold) and self.stiffness_threshold > 0.0):
-            raise ValueError(
-                f"stiffness_threshold must be positive and finite, got {self.stiffness_threshold}."
-            )
-        if not (math.isfinite(self.horizon_lr) and self.horizon_lr > 0.0):
-            raise ValueError(f"horizon_lr must be positive and finite, got {self.horizon_lr}.")
+        for name in ("contact_threshold", "horizon_lr", "critic_stop_tolerance"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
 
 
 class AHAC(SHAC):
-    """SHAC with a horizon adapted to the stiffness of the dynamics.
+    """The authors' AHAC on windows of ``round(H)`` steps (see the module docstring).
 
-    Each window the trainer collects (``segment_length`` steps) trains the
-    actor on its first ``h = min(horizon, window)`` steps: SHAC's objective,
-    bootstrapped with ``gamma^h V_target(s_h)`` and divided by ``h``; the
-    later steps get no actor gradient and, like the whole window, train the
-    critic. Before the actor's backward pass one extra backward pass measures
-    the window's stiffness ``sigma`` (:func:`window_stiffness`, mean over envs
-    with a reading). After each update, dual ascent on the constraint
-    ``sigma <= C`` moves the multiplier ``nu`` (in steps, bounded to
-    ``[0, max_horizon - min_horizon]``): ``nu += horizon_lr (sigma - C)``
-    with ``sigma`` averaged over the update's windows (and ranks); the next
-    horizon is ``max_horizon - round(nu)``. Stiff windows shorten it, smooth
-    ones lengthen it back. Updates with no finite reading leave ``nu`` as is.
-
-    The probe passes through the trainer's action-adjoint hooks, so with
-    ``action_adjoint_max_norm`` its sensitivities are clipped too (which caps
-    the reading); the gradient-health record counts only the actor's pass.
+    Needs an env that reports ``info["contact_forces"]`` and
+    ``info["accelerations"]`` (``[N, bodies, 6]``) at every step.
 
     Args:
         cfg: AHAC config.
         policy: The actor.
-        observation_dim: Size of the observation (the critic's input).
+        observation_dim: Size of the observation (the critics' input).
     """
+
+    step_info_keys = CONTACT_INFO_KEYS  # what compiled rollout chunks must not drop
 
     def __init__(self, cfg: AHACCfg, policy: nn.Module, observation_dim: int) -> None:
         super().__init__(cfg, policy, observation_dim)
         self.cfg: AHACCfg = cfg
-        self.horizon_multiplier = 0.0
-        self.horizon = cfg.max_horizon
-        self.last_stiffness = float("nan")
-        self._stiffness_readings: list[torch.Tensor] = []
+        self.adaptive_horizon = DualHorizon(
+            cfg.min_horizon,
+            cfg.max_horizon,
+            cfg.contact_threshold,
+            cfg.horizon_lr,
+            cfg.horizon_lr_scheduler,
+            contact_lengthens=cfg.contact_lengthens_horizon,
+        )
+        self._contacts: list[torch.Tensor] = []
 
-    def _horizon_of(self, multiplier: float) -> int:
-        return self.cfg.max_horizon - int(round(multiplier))
+    @property
+    def lr_scheduler_cfgs(self) -> tuple[LRSchedulerCfg, ...]:
+        """Every curve that a budget binds: actor, critic and horizon rate."""
+        cfg = self.cfg
+        critic = cfg.critic_lr_scheduler or cfg.lr_scheduler
+        return (cfg.lr_scheduler, critic, cfg.horizon_lr_scheduler)
+
+    def window_steps(self, default: int) -> int:
+        """Env steps of the next update: ``round(H)`` (the trainer's ``default`` is unused)."""
+        return self.adaptive_horizon.steps
+
+    def _make_critic(self, observation_dim: int) -> nn.Module:
+        cfg = self.cfg
+        return TwinCritic(
+            observation_dim, cfg.critic_hidden_sizes, cfg.critic_activation, cfg.critic_layer_norm
+        )
+
+    def _make_target_critic(self) -> nn.Module | None:
+        return None  # AHAC bootstraps from the online critics
+
+    def _bootstrap_values(self, observations: torch.Tensor) -> torch.Tensor:
+        """The online critics' smaller value, differentiable in the state only."""
+        if self.observation_transform is not None:
+            observations = self.observation_transform(observations)
+        frozen = {name: p.detach() for name, p in self.critic.named_parameters()}
+        return functional_call(self.critic, frozen, (observations,)).squeeze(-1)
+
+    def _target_values(self, observations: torch.Tensor) -> torch.Tensor:
+        """The online critics' smaller value (the TD(lambda) targets are built without grad)."""
+        return self._bootstrap_values(observations)
 
     def begin_update(self) -> None:
-        """Start an update with the current horizon."""
+        """Start an update (and forget the contact values of an earlier one)."""
         super().begin_update()
-        self._stiffness_readings = []
+        self._contacts = []
 
     def accumulate_segment(self, rollout: DifferentiableRollout) -> None:
-        """Measure the window's stiffness, then backpropagate its truncated objective."""
-        if not self._update_active:
-            raise RuntimeError("Call begin_update() before accumulating a segment.")
-        if rollout.num_steps == 0:
-            raise ValueError("AHAC requires a non-empty differentiable rollout.")
-        steps = min(self.horizon, rollout.num_steps)
-        head = rollout.transitions[:steps]
-        actions = [t.action for t in head if t.action.requires_grad]
-        end = head[-1].info["final_observation"]
-        if actions and end.requires_grad:
-            with _frozen(rollout.action_gradient_stats):
-                self._stiffness_readings.append(window_stiffness(end, actions))
-        actor_window = DifferentiableRollout(
-            rollout.initial_observation, head, rollout.action_gradient_stats
-        )
-        super().accumulate_segment(actor_window)
-        if steps < rollout.num_steps:  # the critic learns from the whole window
-            self._windows[-1] = self._critic_window(rollout, self._window_rewards(rollout)[1])
+        """SHAC's window objective; keep the window's contact values ``c_t``."""
+        if rollout.num_steps > 0:
+            self._contacts.append(self._window_contacts(rollout))
+        super().accumulate_segment(rollout)
+
+    @staticmethod
+    def _window_contacts(rollout: DifferentiableRollout) -> torch.Tensor:
+        """Mean contact value over envs of every step ``[T]`` (float64)."""
+        values = []
+        for transition in rollout.transitions:
+            info = transition.info
+            missing = [key for key in CONTACT_INFO_KEYS if key not in info]
+            if missing:
+                raise ValueError(
+                    f"AHAC needs info{missing} from every env step (per-body contact "
+                    "wrenches and accelerations, [num_envs, bodies, 6])."
+                )
+            values.append(contact_values(info["contact_forces"], info["accelerations"]).mean())
+        return torch.stack(values)
 
     def finish_update(self) -> dict[str, float]:
-        """SHAC's actor and critic steps, then one dual-ascent step on the horizon."""
-        horizon = self.horizon
-        readings = torch.cat(self._stiffness_readings) if self._stiffness_readings else None
+        """Actor and critic steps, then the dual and horizon steps (rank-averaged signal)."""
+        steps = self.adaptive_horizon.steps
+        contacts = torch.cat(self._contacts) if self._contacts else torch.zeros(0)
         metrics = super().finish_update()
-        total, count = 0.0, 0.0
-        if readings is not None:
-            finite = readings[torch.isfinite(readings)]
-            total, count = float(finite.sum()), float(finite.numel())
-        summed = self._average_across_ranks((), torch.tensor([total, count], dtype=torch.float64))
-        total, count = float(summed[0]), float(summed[1])
-        stiffness = total / count if count > 0.0 else float("nan")
-        if math.isfinite(stiffness):
-            step = self.cfg.horizon_lr * (stiffness - self.cfg.stiffness_threshold)
-            span = float(self.cfg.max_horizon - self.cfg.min_horizon)
-            self.horizon_multiplier = min(max(self.horizon_multiplier + step, 0.0), span)
-            self.horizon = self._horizon_of(self.horizon_multiplier)
-        self.last_stiffness = stiffness
-        self._stiffness_readings = []
+        contacts = contacts.to(device=self.device, dtype=torch.float64)
+        contacts = self._average_across_ranks((), contacts).cpu()
+        rate = self.adaptive_horizon.rate
+        self.adaptive_horizon.update(contacts)
+        self._contacts = []
+        duals = self.adaptive_horizon.duals
         metrics.update(
             {
-                "horizon": float(horizon),
-                "stiffness": stiffness,
-                "horizon_multiplier": self.horizon_multiplier,
+                "horizon": float(steps),
+                "horizon_value": self.adaptive_horizon.horizon,
+                "contact_mean": float(contacts.mean()) if contacts.numel() else float("nan"),
+                "dual_mean": float(duals.mean()),
+                "horizon_lr": rate,
             }
         )
         return metrics
 
     def cancel_update(self) -> None:
-        """Abandon the active update and its stiffness readings."""
+        """Abandon the active update and its contact values."""
         super().cancel_update()
-        self._stiffness_readings = []
+        self._contacts = []
 
-    def state_dict(self) -> dict[str, Any]:
-        """SHAC's state plus the multiplier, the horizon and the last reading."""
+    @torch.no_grad()
+    def _train_critic(self) -> dict[str, float]:
+        inputs, targets = self._targets()
+        finite = bool(torch.isfinite(inputs).all() and torch.isfinite(targets).all())
+        if self.synchronizer is not None:  # data-parallel: all ranks train the critic, or none
+            finite = self.synchronizer.all_agree(finite)
+        if not finite:
+            return {"value_loss": float("nan"), "explained_variance": float("nan")}
+        with torch.enable_grad():
+            passes, loss = fit_to_convergence(
+                self.critic,
+                self.critic_optimizer,
+                inputs,
+                targets,
+                minibatches=self.cfg.critic_minibatches,
+                max_passes=self.cfg.critic_epochs,
+                tolerance=self.cfg.critic_stop_tolerance,
+                max_grad_norm=self.cfg.critic_max_grad_norm,
+                average=lambda shared: self._average_across_ranks(self.critic.parameters(), shared),
+            )
+        residual = targets - self.critic(inputs).squeeze(-1)
+        variance = targets.var() if targets.numel() > 1 else torch.zeros_like(targets[0])
+        explained = 1.0 - residual.var() / variance if variance > 0 else torch.nan
         return {
-            **super().state_dict(),
-            "horizon": {
-                "multiplier": self.horizon_multiplier,
-                "horizon": self.horizon,
-                "last_stiffness": self.last_stiffness,
-            },
+            "value_loss": loss,
+            "critic_passes": float(passes),
+            "explained_variance": float(explained),
+            "critic_learning_rate": float(self.critic_optimizer.param_groups[0]["lr"]),
         }
 
+    def _prepare_schedule(self, estimated_updates: int, remaining_updates: int) -> None:
+        """Bind the actor's, the critic's and the horizon rate's curves to the budget."""
+        super()._prepare_schedule(estimated_updates, remaining_updates)
+        self.adaptive_horizon.schedule.bind_budget(remaining_updates)
+
+    def state_dict(self) -> dict[str, Any]:
+        """SHAC's state (no target critic) plus ``H``, the duals and their rate's schedule."""
+        return {**super().state_dict(), "adaptive_horizon": self.adaptive_horizon.state_dict()}
+
     def validate_state_dict(self, state: dict[str, Any]) -> None:
-        """Raise ``ValueError`` if ``state`` is not an AHAC state fitting this config."""
-        super().validate_state_dict(state)
+        """Raise ``ValueError`` naming the first field of ``state`` that does not fit."""
         saved = state.get("horizon")
-        if not isinstance(saved, dict) or not {"multiplier", "horizon"} <= set(saved):
-            raise ValueError("Checkpoint entry 'algorithm' has no 'horizon' (not an AHAC state).")
-        multiplier = float(saved["multiplier"])
-        span = self.cfg.max_horizon - self.cfg.min_horizon
-        if not 0.0 <= multiplier <= span:
+        if isinstance(saved, dict) and "multiplier" in saved:
             raise ValueError(
-                f"algorithm.horizon.multiplier {multiplier} is outside [0, {span}] "
-                "(max_horizon - min_horizon of this config)."
+                "Checkpoint entry 'algorithm' is an 'ahac_stiffness' state (pathgrad's former "
+                "'ahac'); resume it with algorithm.name: ahac_stiffness."
             )
-        if int(saved["horizon"]) != self._horizon_of(multiplier):
+        super().validate_state_dict(state)
+        if "adaptive_horizon" not in state:
             raise ValueError(
-                f"algorithm.horizon.horizon {saved['horizon']} does not follow from the "
-                f"multiplier {multiplier} and max_horizon {self.cfg.max_horizon}."
+                "Checkpoint entry 'algorithm' has no 'adaptive_horizon' (not an AHAC state)."
             )
+        self.adaptive_horizon.validate_state_dict(
+            state["adaptive_horizon"], "algorithm.adaptive_horizon"
+        )
 
     def load_state_dict(self, state: dict[str, Any], *, resume_scheduler: str = "restore") -> None:
-        """Restore SHAC's state and the horizon's."""
+        """Restore SHAC's state and the horizon's (``restart`` restarts its rate too)."""
         super().load_state_dict(state, resume_scheduler=resume_scheduler)
-        saved = state["horizon"]
-        self.horizon_multiplier = float(saved["multiplier"])
-        self.horizon = int(saved["horizon"])
-        self.last_stiffness = float(saved.get("last_stiffness", float("nan")))
-
-
-class _frozen:
-    """Restore a gradient-health record after the probe's backward pass."""
-
-    def __init__(self, stats: Any) -> None:
-        self.stats = stats
-        self.saved: dict[str, torch.Tensor] = {}
-
-    def __enter__(self) -> None:
-        if self.stats is not None:
-            self.saved = {k: v.clone() for k, v in vars(self.stats).items() if torch.is_tensor(v)}
-
-    def __exit__(self, *exc: object) -> None:
-        for name, value in self.saved.items():
-            getattr(self.stats, name).copy_(value)
+        self.adaptive_horizon.load_state_dict(
+            state["adaptive_horizon"], restore_schedule=resume_scheduler == "restore"
+        )

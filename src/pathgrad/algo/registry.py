@@ -8,9 +8,11 @@ from typing import Any
 import torch
 
 from pathgrad.algo.ahac import AHAC, AHACCfg
+from pathgrad.algo.ahac_stiffness import StiffnessAHAC, StiffnessAHACCfg
 from pathgrad.algo.apg import APG, APGCfg
 from pathgrad.algo.base import RolloutKind
 from pathgrad.algo.sapo import SAPO, SAPOCfg
+from pathgrad.algo.sapo_ensemble import SAPOEnsemble, SAPOEnsembleCfg
 from pathgrad.algo.shac import SHAC, SHACCfg
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "get_algorithm",
     "get_registered_algo_names",
     "register_algo",
+    "retired_field_error",
 ]
 
 AlgorithmFactory = Callable[[Any, Any, Any], Any]
@@ -37,17 +40,51 @@ def _ahac(cfg: AHACCfg, policy: Any, env: Any) -> AHAC:
         raise ValueError(
             "Algorithm 'ahac' needs env= to size its critic (env.single_observation_space)."
         )
+    if not getattr(env, "provides_contact_signal", False):
+        raise ValueError(
+            f"Algorithm 'ahac' needs contact forces from the env (info['contact_forces'] and "
+            f"info['accelerations'] every step); {type(env).__name__} reports none. Use "
+            "'ahac_stiffness' (its horizon follows the window's stiffness) for envs without "
+            "contacts."
+        )
     return AHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
 
 
-def _sapo(cfg: SAPOCfg, policy: Any, env: Any) -> SAPO:
+def _ahac_stiffness(cfg: StiffnessAHACCfg, policy: Any, env: Any) -> StiffnessAHAC:
     if env is None:
         raise ValueError(
-            "Algorithm 'sapo' needs env= to size its critics and its target entropy "
-            "(env.single_observation_space, env.single_action_space)."
+            "Algorithm 'ahac_stiffness' needs env= to size its critic "
+            "(env.single_observation_space)."
         )
-    observation_dim = int(env.single_observation_space.shape[-1])
-    return SAPO(cfg, policy, observation_dim, int(env.single_action_space.shape[-1]))
+    return StiffnessAHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
+
+
+def _sized_by_env(name: str, algorithm_type: type) -> AlgorithmFactory:
+    """A factory of SAPO-like algorithms, sized by the env's observation and action."""
+
+    def factory(cfg: Any, policy: Any, env: Any) -> Any:
+        if env is None:
+            raise ValueError(
+                f"Algorithm '{name}' needs env= to size its critics and its target entropy "
+                "(env.single_observation_space, env.single_action_space)."
+            )
+        observation_dim = int(env.single_observation_space.shape[-1])
+        return algorithm_type(cfg, policy, observation_dim, int(env.single_action_space.shape[-1]))
+
+    return factory
+
+
+def retired_field_error(cfg_type: type, fields: Mapping[str, Any]) -> str | None:
+    """A one-line message for the first field of ``fields`` that ``cfg_type`` retired, or None.
+
+    A config class lists its retired fields in ``RETIRED_FIELDS`` (field -> what to do);
+    when ``fields`` has several, the first one listed there is named.
+    """
+    retired = getattr(cfg_type, "RETIRED_FIELDS", {})
+    for key, message in retired.items():
+        if key in fields:
+            return f"{key}: {message}."
+    return None
 
 
 # name -> (factory(cfg, policy, env), config dataclass)
@@ -92,7 +129,14 @@ def register_algo(
 register_algo("apg", APGCfg, APG)
 register_algo("shac", SHACCfg, SHAC, factory=_shac)
 register_algo("ahac", AHACCfg, AHAC, factory=_ahac)
-register_algo("sapo", SAPOCfg, SAPO, factory=_sapo)
+register_algo("sapo", SAPOCfg, SAPO, factory=_sized_by_env("sapo", SAPO))
+register_algo(
+    "sapo_ensemble",
+    SAPOEnsembleCfg,
+    SAPOEnsemble,
+    factory=_sized_by_env("sapo_ensemble", SAPOEnsemble),
+)
+register_algo("ahac_stiffness", StiffnessAHACCfg, StiffnessAHAC, factory=_ahac_stiffness)
 
 
 def get_registered_algo_names() -> list[str]:
@@ -164,6 +208,9 @@ def _algorithm_cfg(cfg: Any, cfg_type: type, device: torch.device | str | None) 
     """``cfg`` as a ``cfg_type`` instance whose device is ``device`` when given."""
     if cfg is None or isinstance(cfg, Mapping):
         fields = dict(cfg or {})
+        retired = retired_field_error(cfg_type, fields)
+        if retired is not None:
+            raise ValueError(retired)
         if device is not None:
             given = fields.setdefault("device", str(device))
             _check_device(given, device)

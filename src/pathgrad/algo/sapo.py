@@ -1,12 +1,23 @@
-"""SAPO: soft analytic policy optimization (Xing et al., ICLR 2025).
+"""SAPO: soft analytic policy optimization (Xing et al., ICLR 2025), as its authors run it.
 
-Maximum-entropy first-order training: SHAC's short-horizon objective with an
-entropy bonus at every step, ``sum_t gamma^t (r_t + alpha H_t) + gamma^h V(s_h)``,
-whose analytic gradient reaches the policy through the simulation and through
-the reparameterized sample of ``H_t``. The temperature ``alpha`` is learned so
-that the policy's entropy tracks a target (as in SAC), and the soft values are
-estimated by an ensemble of critics trained on TD(lambda) targets of the soft
-rewards ``r_t + alpha H_t``.
+SHAC's short-horizon objective with an entropy bonus in every reward, the
+soft values from two critics and a learned temperature, following the
+authors' DFlex Ant settings in ``mineral`` (docs/research/sapo_authors_facts.md):
+
+- no target critic: the live critics give every value; the **min** of the
+  critics is the next-state value of the TD(lambda) targets, their **mean**
+  bootstraps the actor; each critic regresses the same targets (MSE averaged);
+- the bonus is the entropy offset and scaled to vanish at its target,
+  ``b = (H - H_target) / (2 |H_target|)`` with ``H_target = -A/2``; rewards
+  become ``reward_scale r + alpha b`` for the actor (graph kept) and the critics;
+- ``alpha = exp(log alpha)`` starts at 1 and takes one step per update on
+  ``alpha |H_target| (H_mean - H_target)`` (clipped to ``max_grad_norm``),
+  after the actor's step and before the critics', whose targets use it;
+- the critics' minibatches are contiguous slices in the same order every pass.
+
+The bootstrap reads the state each step reached, ``V(s_{t+1})`` (before any
+reset); the authors' stored code evaluates the critic on the pre-step features
+there (``V(s_t)``), which the facts page weighs as a bug; pathgrad does not copy it.
 """
 
 from __future__ import annotations
@@ -18,56 +29,84 @@ import torch
 from torch import nn
 
 from pathgrad.algo.schedules import build_optimizer
-from pathgrad.algo.shac import SHAC, SHACCfg, _mlp
+from pathgrad.algo.shac import SHAC, CriticCfg
 from pathgrad.collector import DifferentiableRollout
 from pathgrad.core.configclasses import OptimizerCfg, _coerce, configclass
 from pathgrad.core.state_checks import check_optimizer_groups
+from pathgrad.policies import hidden_layers
 
-__all__ = ["SAPO", "SAPOCfg", "CriticEnsemble"]
+__all__ = ["SAPO", "SAPOCfg", "CriticEnsemble", "entropy_bonus"]
 
-CRITIC_REDUCTIONS = ("mean", "min")
+_BETAS = {"betas": [0.7, 0.95]}
+_LATER_VARIANT = (
+    "'sapo' is now the authors' SAPO (no target critic; the min of two critics for the "
+    "targets, their mean for the actor); the earlier SAPO is 'sapo_ensemble' "
+    "(algorithm.name: sapo_ensemble)"
+)
+
+
+def entropy_bonus(entropies: torch.Tensor, target_entropy: float) -> torch.Tensor:
+    """``(H - H_target) / (2 |H_target|)``: 0 at the target, negative below it."""
+    return (entropies - target_entropy) / (2.0 * abs(target_entropy))
 
 
 @configclass
-class SAPOCfg(SHACCfg):
-    """SAPO config: SHAC's fields plus the temperature's and the ensemble's.
+class SAPOCfg(CriticCfg):
+    """SAPO config: the critic's fields plus the temperature's; defaults are the authors'.
+
+    Every critic ``Linear`` starts orthogonal with gain 1 and a zero bias.
 
     Attributes:
-        num_critics: Critics in the ensemble (each its own MLP, same targets).
-        critic_reduction: How the ensemble's values combine into one: ``mean``
-            or ``min`` (the pessimistic clipped estimate).
-        init_temperature: Initial entropy temperature ``alpha``.
-        target_entropy: Entropy the temperature steers towards, in nats of
-            the action vector measured in the normalized action box
-            ``[-1, 1]^A``; ``None`` means ``-A`` (SAC's heuristic).
-        temperature_optimizer: Optimizer of ``log alpha`` (one step per update).
+        critic_layer_norm: A ``LayerNorm`` between every hidden ``Linear`` of
+            the critics and its activation (the authors' order).
+        num_critics: Independent critics (the min of them for targets, the mean to bootstrap).
+        target_entropy: Entropy the temperature steers towards, in nats of the
+            action in the normalized box ``[-1, 1]^A``; ``None``: ``-A/2``. Not 0.
+        init_temperature: Initial ``alpha``.
         learn_temperature: ``False`` keeps ``alpha`` at ``init_temperature``.
+        temperature_optimizer: Optimizer of ``log alpha`` (no schedule).
+        shuffle_critic_minibatches: A fresh permutation per critic pass instead
+            of the authors' fixed contiguous slices.
     """
 
+    # fields of the earlier SAPO (now sapo_ensemble): a one-line error names it
+    RETIRED_FIELDS = {
+        "target_critic_alpha": _LATER_VARIANT,
+        "critic_reduction": _LATER_VARIANT,
+    }
+
+    max_grad_norm: float = 0.5
+    optimizer: OptimizerCfg = OptimizerCfg(name="adamw", learning_rate=2e-3, kwargs=_BETAS)
+    critic_activation: str = "silu"
+    critic_layer_norm: bool = True
+    critic_optimizer: OptimizerCfg = OptimizerCfg(name="adamw", learning_rate=5e-4, kwargs=_BETAS)
+    critic_max_grad_norm: float = 0.5
     num_critics: int = 2
-    critic_reduction: str = "mean"
-    init_temperature: float = 0.1
     target_entropy: float | None = None
-    temperature_optimizer: OptimizerCfg = OptimizerCfg(learning_rate=5e-3)
+    init_temperature: float = 1.0
     learn_temperature: bool = True
+    temperature_optimizer: OptimizerCfg = OptimizerCfg(
+        name="adamw", learning_rate=5e-3, kwargs=_BETAS
+    )
+    shuffle_critic_minibatches: bool = False
 
     def validate(self) -> None:
-        """Check the temperature and ensemble fields and SHAC's."""
+        """Check the temperature's and the critics' fields."""
         super().validate()
         self.temperature_optimizer = _coerce(
             self.temperature_optimizer, OptimizerCfg, "temperature_optimizer"
         )
         if self.num_critics < 1:
             raise ValueError(f"num_critics must be at least 1, got {self.num_critics}.")
-        if self.critic_reduction not in CRITIC_REDUCTIONS:
-            raise ValueError(
-                f"critic_reduction must be one of {list(CRITIC_REDUCTIONS)}, "
-                f"got '{self.critic_reduction}'."
-            )
         if not (self.init_temperature > 0.0 and math.isfinite(self.init_temperature)):
             raise ValueError(f"init_temperature must be positive, got {self.init_temperature}.")
-        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
-            raise ValueError("target_entropy must be a finite number or null.")
+        if self.target_entropy is not None and not (
+            math.isfinite(self.target_entropy) and self.target_entropy != 0.0
+        ):
+            raise ValueError(
+                "target_entropy must be a finite nonzero number or null, "
+                f"got {self.target_entropy}."
+            )
 
 
 class CriticEnsemble(nn.Module):
@@ -80,32 +119,37 @@ class CriticEnsemble(nn.Module):
         hidden: list[int],
         activation: str,
         layer_norm: bool = False,
+        *,
+        norm_before_activation: bool = False,
     ):
         super().__init__()
-        self.members = nn.ModuleList(
-            _mlp(observation_dim, hidden, activation, layer_norm) for _ in range(count)
-        )
+        self.members = nn.ModuleList()
+        for _ in range(count):
+            layers = hidden_layers(
+                observation_dim,
+                hidden,
+                activation,
+                layer_norm,
+                norm_before_activation=norm_before_activation,
+            )
+            layers.append(nn.Linear(int(hidden[-1]) if len(hidden) else observation_dim, 1))
+            self.members.append(nn.Sequential(*layers))
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         return torch.stack([member(observations) for member in self.members])
 
 
 class SAPO(SHAC):
-    """Maximum-entropy SHAC with a learned temperature and a critic ensemble.
+    """Maximum-entropy SHAC as SAPO's authors run it (see the module docstring).
 
-    Entropy ``H_t = -log pi(a_t | s_t)`` of the sampled action, in the
-    normalized action box (the log of the action scale is added back, so
-    ``target_entropy`` does not depend on the action units); with a
-    ``squash``-ed policy it includes tanh's change of variables. Per window
-    the actor objective is SHAC's with rewards ``reward_scale r_t + alpha H_t``
-    (``alpha`` a constant for the actor), and the critics regress the
-    TD(lambda) targets of the same soft rewards. After the actor and critic
-    steps, ``log alpha`` takes one step on ``log alpha (H_mean - target)``:
-    ``alpha`` falls while the entropy is above the target and rises below it.
+    The entropy ``H_t`` is the policy's ``entropy`` output, with its graph:
+    for :class:`~pathgrad.squashed_normal.SquashedNormalPolicy` (the authors'
+    actor) a one-sample estimate of the squashed distribution's entropy in the
+    normalized action box; for a Gaussian MLP policy its Gaussian's.
 
     Args:
         cfg: SAPO config.
-        policy: The actor; its outputs must carry ``log_prob``.
+        policy: The actor; its outputs must carry ``entropy``.
         observation_dim: Size of the observation (the critics' input).
         action_dim: Size of the action (the default target entropy).
     """
@@ -117,11 +161,12 @@ class SAPO(SHAC):
         self.cfg: SAPOCfg = cfg
         parameter = next(policy.parameters())
         self.target_entropy = (
-            -float(action_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
+            -0.5 * float(action_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
         )
-        initial = math.log(cfg.init_temperature)
         self.log_temperature = nn.Parameter(
-            torch.tensor(initial, dtype=parameter.dtype, device=parameter.device),
+            torch.tensor(
+                math.log(cfg.init_temperature), dtype=parameter.dtype, device=parameter.device
+            ),
             requires_grad=cfg.learn_temperature,
         )
         self.temperature_optimizer = build_optimizer(
@@ -129,6 +174,7 @@ class SAPO(SHAC):
         )
         self._entropy_sum = torch.zeros((), dtype=torch.float64)
         self._entropy_count = 0
+        self._last_bonus: torch.Tensor | None = None
 
     @property
     def temperature(self) -> float:
@@ -137,39 +183,71 @@ class SAPO(SHAC):
 
     def _make_critic(self, observation_dim: int) -> nn.Module:
         cfg = self.cfg
-        return CriticEnsemble(
+        critic = CriticEnsemble(
             cfg.num_critics,
             observation_dim,
             cfg.critic_hidden_sizes,
             cfg.critic_activation,
             cfg.critic_layer_norm,
+            norm_before_activation=True,
         )
+        with torch.no_grad():
+            for layer in critic.modules():
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight, gain=1.0)
+                    nn.init.zeros_(layer.bias)
+        return critic
 
-    def _values(self, network: nn.Module, observations: torch.Tensor) -> torch.Tensor:
-        """The ensemble's combined value (mean or min over its members)."""
-        values = super()._values(network, observations)  # [K, ...]
-        return values.mean(0) if self.cfg.critic_reduction == "mean" else values.amin(0)
+    def _make_target_critic(self) -> None:
+        return None
+
+    def _bootstrap_values(self, observations: torch.Tensor) -> torch.Tensor:
+        """The critics' mean, differentiable in the state but not in their weights."""
+        self.critic.requires_grad_(False)
+        try:
+            return self._values(self.critic, observations).mean(0)
+        finally:
+            self.critic.requires_grad_(True)
+
+    def _target_values(self, observations: torch.Tensor) -> torch.Tensor:
+        """The critics' min."""
+        return self._values(self.critic, observations).amin(0)
+
+    def _minibatch_order(self, count: int, device: torch.device) -> torch.Tensor:
+        if self.cfg.shuffle_critic_minibatches:
+            return super()._minibatch_order(count, device)
+        return torch.arange(count, device=device)
+
+    def _follow_critic(self) -> None:
+        """Nothing: there is no target critic."""
 
     def _action_entropies(self, rollout: DifferentiableRollout) -> torch.Tensor:
-        """``-log pi(a_t | s_t)`` ``[T, N]`` in the normalized action box, with its graph."""
+        """The policy's ``entropy`` ``[T, N]`` at every step, with its graph."""
         outputs = [transition.policy_output for transition in rollout.transitions]
-        if any("log_prob" not in output for output in outputs):
-            raise ValueError("SAPO needs a stochastic policy whose outputs carry 'log_prob'.")
-        log_probs = torch.stack([output["log_prob"] for output in outputs])
-        if getattr(self.policy, "squash", False):
-            log_probs = log_probs + self.policy.action_half_range.log().sum()
-        return -log_probs
+        if any("entropy" not in output for output in outputs):
+            raise ValueError("SAPO needs a stochastic policy whose outputs carry 'entropy'.")
+        return torch.stack([output["entropy"] for output in outputs])
 
     def _window_rewards(self, rollout: DifferentiableRollout) -> tuple[torch.Tensor, torch.Tensor]:
-        """Soft rewards ``reward_scale r_t + alpha H_t`` for the actor and the critics."""
+        """``reward_scale r + alpha b`` for the actor; the critics' part without the bonus."""
         entropies = self._action_entropies(rollout)
         finite = torch.isfinite(entropies)
-        self._entropy_sum = self._entropy_sum + torch.where(
-            finite, entropies.detach(), torch.zeros_like(entropies)
-        ).sum().to(self._entropy_sum)
+        kept = torch.where(finite, entropies.detach(), torch.zeros_like(entropies))
+        self._entropy_sum = self._entropy_sum + kept.sum().to(self._entropy_sum)
         self._entropy_count += int(finite.sum())
-        rewards = rollout.rewards * self.cfg.reward_scale + self.temperature * entropies
-        return rewards, rewards.detach()
+        bonus = entropy_bonus(entropies, self.target_entropy)
+        self._last_bonus = bonus.detach()
+        rewards = rollout.rewards * self.cfg.reward_scale
+        return rewards + self.temperature * bonus, rewards.detach()
+
+    def _critic_window(self, rollout: DifferentiableRollout, rewards: torch.Tensor) -> dict:
+        window = super()._critic_window(rollout, rewards)
+        window["entropy_bonus"] = self._last_bonus
+        return window
+
+    def _critic_rewards(self, window: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Soft rewards with the temperature of now (after this update's step)."""
+        return window["rewards"] + self.temperature * window["entropy_bonus"]
 
     def begin_update(self) -> None:
         """Start an update; the entropy mean starts again."""
@@ -177,23 +255,32 @@ class SAPO(SHAC):
         self._entropy_sum = torch.zeros((), dtype=torch.float64)
         self._entropy_count = 0
 
-    def finish_update(self) -> dict[str, float]:
-        """SHAC's actor and critic steps, then one temperature step."""
-        metrics = super().finish_update()
+    def _mean_entropy(self) -> torch.Tensor:
         entropy = self._entropy_sum / max(self._entropy_count, 1)
         if self.synchronizer is not None:  # every rank steers by the mean over all
             entropy = self._average_across_ranks([], entropy.reshape(1))[0]
-        if metrics["skipped_update"] == 0.0 and self.cfg.learn_temperature:
-            gap = float(entropy) - self.target_entropy
+        return entropy
+
+    def _train_critic(self) -> dict[str, float]:
+        """The temperature's step, then the critics' (their targets use the new ``alpha``)."""
+        if self.cfg.learn_temperature:
+            gap = float(self._mean_entropy()) - self.target_entropy
+            loss = self.log_temperature.exp() * abs(self.target_entropy) * gap
             self.temperature_optimizer.zero_grad(set_to_none=True)
-            self.log_temperature.grad = torch.full_like(self.log_temperature, gap)
+            loss.backward()
+            nn.utils.clip_grad_norm_([self.log_temperature], self.cfg.max_grad_norm)
             self.temperature_optimizer.step()
+        return super()._train_critic()
+
+    def finish_update(self) -> dict[str, float]:
+        """SHAC's actor step, the temperature's step, the critics' steps."""
+        metrics = super().finish_update()
         metrics["temperature"] = self.temperature
-        metrics["action_entropy"] = float(entropy)
+        metrics["action_entropy"] = float(self._entropy_sum / max(self._entropy_count, 1))
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        """SHAC's state plus the temperature and its optimizer."""
+        """SHAC's state without a target critic, plus the temperature and its optimizer."""
         return {
             **super().state_dict(),
             "log_temperature": self.log_temperature.detach().clone(),
@@ -202,10 +289,18 @@ class SAPO(SHAC):
 
     def validate_state_dict(self, state: dict[str, Any]) -> None:
         """Raise ``ValueError`` if ``state`` is not a SAPO state of this shape."""
+        if "target_critic" in state:
+            raise ValueError(
+                "Checkpoint entry 'algorithm' has a 'target_critic': a state of the earlier "
+                "SAPO, which resumes as 'sapo_ensemble' (algorithm.name: sapo_ensemble)."
+            )
         for key in ("log_temperature", "temperature_optimizer"):
             if key not in state:
                 raise ValueError(f"Checkpoint entry 'algorithm' has no '{key}' (not a SAPO state).")
         super().validate_state_dict(state)
+        temperature = state["log_temperature"]
+        if not (isinstance(temperature, torch.Tensor) and temperature.ndim == 0):
+            raise ValueError("algorithm.log_temperature must be a scalar tensor.")
         check_optimizer_groups(
             "algorithm.temperature_optimizer",
             state["temperature_optimizer"],

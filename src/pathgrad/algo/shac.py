@@ -19,12 +19,18 @@ from torch import nn
 from pathgrad.algo.apg import APG, APGCfg
 from pathgrad.algo.schedules import LearningRateSchedule, build_optimizer
 from pathgrad.collector import DifferentiableRollout
-from pathgrad.core.configclasses import OptimizerCfg, _coerce, configclass
+from pathgrad.core.configclasses import (
+    LRSchedulerCfg,
+    OptimizerCfg,
+    _coerce,
+    coerce_lr_scheduler_cfg,
+    configclass,
+)
 from pathgrad.core.episodes import restarting_discounts
 from pathgrad.core.state_checks import check_optimizer_groups, check_state_shapes
 from pathgrad.policies import ACTIVATIONS, hidden_layers
 
-__all__ = ["SHAC", "SHACCfg", "td_lambda_targets"]
+__all__ = ["SHAC", "SHACCfg", "CriticCfg", "td_lambda_targets"]
 
 
 def td_lambda_targets(
@@ -70,8 +76,8 @@ def _mlp(
 
 
 @configclass
-class SHACCfg(APGCfg):
-    """SHAC config: APG's fields plus the critic's.
+class CriticCfg(APGCfg):
+    """APG's fields plus a critic's (SHAC's and SAPO's shared fields).
 
     Attributes:
         lam: TD(lambda) mixing of the critic targets.
@@ -81,8 +87,8 @@ class SHACCfg(APGCfg):
         critic_optimizer: Optimizer of the critic (same schedule as the actor's).
         critic_epochs: Passes over the window's data per update.
         critic_minibatches: Minibatches per pass.
-        critic_max_grad_norm: Gradient-norm clip of each critic step.
-        target_critic_alpha: Polyak factor: ``target = alpha target + (1 - alpha) critic``.
+        critic_max_grad_norm: Gradient-norm clip of each critic step (0: no clipping).
+        critic_lr_scheduler: The critic's learning-rate schedule; ``None``: the actor's.
         reward_scale: Rewards are multiplied by it for actor and critic.
         critic_warmup_updates: Updates whose actor objective leaves out the critic's
             bootstrap (the plain window return, as APG's) while the critic trains;
@@ -98,7 +104,7 @@ class SHACCfg(APGCfg):
     critic_epochs: int = 16
     critic_minibatches: int = 4
     critic_max_grad_norm: float = 1.0
-    target_critic_alpha: float = 0.2
+    critic_lr_scheduler: LRSchedulerCfg | None = None
     reward_scale: float = 1.0
     critic_warmup_updates: int = 0
 
@@ -106,6 +112,11 @@ class SHACCfg(APGCfg):
         """Check the critic fields and APG's."""
         super().validate()
         self.critic_optimizer = _coerce(self.critic_optimizer, OptimizerCfg, "critic_optimizer")
+        if self.critic_lr_scheduler is not None:
+            try:
+                self.critic_lr_scheduler = coerce_lr_scheduler_cfg(self.critic_lr_scheduler)
+            except ValueError as error:
+                raise ValueError(f"critic_lr_scheduler: {error}") from error
         if not 0.0 <= self.lam <= 1.0:
             raise ValueError(f"lam must be in [0, 1], got {self.lam}.")
         if any(int(width) <= 0 for width in self.critic_hidden_sizes):
@@ -114,16 +125,34 @@ class SHACCfg(APGCfg):
             raise ValueError(f"critic_activation must be one of {sorted(ACTIVATIONS)}.")
         if self.critic_epochs <= 0 or self.critic_minibatches <= 0:
             raise ValueError("critic_epochs and critic_minibatches must be positive.")
-        if not self.critic_max_grad_norm > 0.0:
-            raise ValueError("critic_max_grad_norm must be positive.")
-        if not 0.0 <= self.target_critic_alpha < 1.0:
-            raise ValueError("target_critic_alpha must be in [0, 1).")
+        if not self.critic_max_grad_norm >= 0.0:
+            raise ValueError(
+                "critic_max_grad_norm must be >= 0 (0: no clipping), "
+                f"got {self.critic_max_grad_norm}."
+            )
         if not self.reward_scale > 0.0:
             raise ValueError("reward_scale must be positive.")
         if self.critic_warmup_updates < 0:
             raise ValueError(
                 f"critic_warmup_updates must be >= 0, got {self.critic_warmup_updates}."
             )
+
+
+@configclass
+class SHACCfg(CriticCfg):
+    """SHAC config: the critic's fields plus its target critic's.
+
+    Attributes:
+        target_critic_alpha: Polyak factor: ``target = alpha target + (1 - alpha) critic``.
+    """
+
+    target_critic_alpha: float = 0.2
+
+    def validate(self) -> None:
+        """Check the target critic's factor and the critic's fields."""
+        super().validate()
+        if not 0.0 <= self.target_critic_alpha < 1.0:
+            raise ValueError("target_critic_alpha must be in [0, 1).")
 
 
 class SHAC(APG):
@@ -147,16 +176,17 @@ class SHAC(APG):
 
     rollout_modes = ("segmented",)
 
-    def __init__(self, cfg: SHACCfg, policy: nn.Module, observation_dim: int) -> None:
+    def __init__(self, cfg: CriticCfg, policy: nn.Module, observation_dim: int) -> None:
         super().__init__(cfg, policy)
         self.cfg: SHACCfg = cfg
         parameter = next(policy.parameters())
         critic = self._make_critic(int(observation_dim))
         self.critic = critic.to(device=parameter.device, dtype=parameter.dtype)
-        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.target_critic: nn.Module | None = self._make_target_critic()
         self.critic_optimizer = build_optimizer(self.critic.parameters(), cfg.critic_optimizer)
         base_rates = [float(group["lr"]) for group in self.critic_optimizer.param_groups]
-        self.critic_schedule = LearningRateSchedule(cfg.lr_scheduler, base_rates)
+        schedule = cfg.critic_lr_scheduler or cfg.lr_scheduler
+        self.critic_schedule = LearningRateSchedule(schedule, base_rates)
         self.critic_schedule.apply(self.critic_optimizer)
         self._windows: list[dict[str, torch.Tensor]] = []
         self.critic_updates = 0  # updates with a critic step so far (ends the warm-up)
@@ -167,6 +197,31 @@ class SHAC(APG):
         return _mlp(
             observation_dim, cfg.critic_hidden_sizes, cfg.critic_activation, cfg.critic_layer_norm
         )
+
+    def _make_target_critic(self) -> nn.Module | None:
+        """The Polyak-averaged copy of the critic the values come from."""
+        return copy.deepcopy(self.critic).requires_grad_(False)
+
+    def _bootstrap_values(self, observations: torch.Tensor) -> torch.Tensor:
+        """Values ``[...]`` that bootstrap the actor's objective (differentiable in the state)."""
+        return self._values(self.target_critic, observations)
+
+    def _target_values(self, observations: torch.Tensor) -> torch.Tensor:
+        """Values ``[...]`` of next states in the critic's TD(lambda) targets."""
+        return self._values(self.target_critic, observations)
+
+    def _minibatch_order(self, count: int, device: torch.device) -> torch.Tensor:
+        """The order of the critic's samples in one pass (a fresh permutation)."""
+        return torch.randperm(count, device=device)
+
+    @torch.no_grad()
+    def _follow_critic(self) -> None:
+        """After the critic's steps: the target critic follows it (Polyak)."""
+        alpha = self.cfg.target_critic_alpha
+        for target, source in zip(
+            self.target_critic.parameters(), self.critic.parameters(), strict=True
+        ):
+            target.mul_(alpha).add_(source, alpha=1.0 - alpha)
 
     def _window_rewards(self, rollout: DifferentiableRollout) -> tuple[torch.Tensor, torch.Tensor]:
         """Rewards ``[T, N]`` of the actor's objective (with their graph) and the critic's."""
@@ -204,7 +259,7 @@ class SHAC(APG):
         if self.critic_updates < self.cfg.critic_warmup_updates:  # the window return alone
             bootstrapped = torch.zeros_like(rewards)
         else:
-            values = self._values(self.target_critic, final_observations)
+            values = self._bootstrap_values(final_observations)
             bootstrapped = torch.where(bootstrap, values, torch.zeros_like(values))
         per_env = (discounts * (rewards + self.cfg.gamma * bootstrapped)).sum(dim=0)
         objective = per_env.mean() / steps
@@ -260,14 +315,18 @@ class SHAC(APG):
         super().cancel_update()
         self._windows = []
 
+    def _critic_rewards(self, window: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The rewards ``[T, N]`` of a kept window that the critic's targets sum."""
+        return window["rewards"]
+
     @torch.no_grad()
     def _targets(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Critic inputs ``[M, D]`` and TD(lambda) targets ``[M]`` of the update's windows."""
         inputs, targets = [], []
         for window in self._windows:
-            next_values = self._values(self.target_critic, window["final_observations"])
+            next_values = self._target_values(window["final_observations"])
             window_targets = td_lambda_targets(
-                window["rewards"],
+                self._critic_rewards(window),
                 next_values,
                 window["terminated"],
                 window["dones"],
@@ -292,22 +351,21 @@ class SHAC(APG):
         batch = max(1, count // self.cfg.critic_minibatches)
         losses = []
         for _ in range(self.cfg.critic_epochs):
-            order = torch.randperm(count, device=targets.device)
+            order = self._minibatch_order(count, targets.device)
             for start in range(0, count - batch + 1, batch):
                 index = order[start : start + batch]
                 loss = (self.critic(inputs[index]).squeeze(-1) - targets[index]).square().mean()
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self._average_across_ranks(self.critic.parameters(), loss.detach().reshape(1))
-                nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.critic_max_grad_norm)
+                if self.cfg.critic_max_grad_norm > 0.0:
+                    nn.utils.clip_grad_norm_(
+                        self.critic.parameters(), self.cfg.critic_max_grad_norm
+                    )
                 self.critic_optimizer.step()
                 losses.append(loss.detach())
+        self._follow_critic()
         with torch.no_grad():
-            alpha = self.cfg.target_critic_alpha
-            for target, source in zip(
-                self.target_critic.parameters(), self.critic.parameters(), strict=True
-            ):
-                target.mul_(alpha).add_(source, alpha=1.0 - alpha)
             residual = targets - self.critic(inputs).squeeze(-1)
             variance = targets.var() if count > 1 else torch.zeros_like(targets[0])
             explained = 1.0 - residual.var() / variance if variance > 0 else torch.nan
@@ -319,20 +377,25 @@ class SHAC(APG):
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """Actor optimizer and schedule, critic, target critic and critic optimizer."""
-        return {
+        """Actor optimizer and schedule, critic, target critic (if any) and critic optimizer."""
+        state = {
             **super().state_dict(),
             "critic": self.critic.state_dict(),
-            "target_critic": self.target_critic.state_dict(),
             "critic_optimizer": self.critic_optimizer.state_dict(),
             "critic_schedule": self.critic_schedule.state_dict(),
             "critic_updates": self.critic_updates,
         }
+        if self.target_critic is not None:
+            state["target_critic"] = self.target_critic.state_dict()
+        return state
 
     def validate_state_dict(self, state: dict[str, Any]) -> None:
         """Raise ``ValueError`` if the saved critic does not fit this one."""
         super().validate_state_dict(state)
-        for key in ("critic", "target_critic", "critic_optimizer", "critic_schedule"):
+        keys = ("critic", "critic_optimizer", "critic_schedule")
+        if self.target_critic is not None:
+            keys += ("target_critic",)
+        for key in keys:
             if key not in state:
                 raise ValueError(f"Checkpoint entry 'algorithm' has no '{key}' (not a SHAC state).")
         check_state_shapes("algorithm.critic", state["critic"], self.critic.state_dict())
@@ -349,7 +412,8 @@ class SHAC(APG):
         """Restore actor and critic; ``restart`` restarts both learning-rate curves."""
         super().load_state_dict(state, resume_scheduler=resume_scheduler)
         self.critic.load_state_dict(state["critic"])
-        self.target_critic.load_state_dict(state["target_critic"])
+        if self.target_critic is not None:
+            self.target_critic.load_state_dict(state["target_critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         # checkpoints before the warm-up option: the critic trained once per schedule step
         saved_updates = state.get("critic_updates", state["critic_schedule"]["step_count"])

@@ -42,7 +42,10 @@ def compile_training(
         if cfg.compile_scope == "rollout"
         else "the update cannot be compiled: " + "; ".join(reasons)
     )
-    if supports_fused_steps(env, policy) and not collector.needs_step_hooks:
+    info_keys = tuple(getattr(algorithm, "step_info_keys", ()))
+    if info_keys:  # compiled chunks carry only final_observation and metrics
+        reason += f" (the algorithm reads info{list(info_keys)}, which rollout chunks drop)"
+    if supports_fused_steps(env, policy) and not collector.needs_step_hooks and not info_keys:
         collector.use_compiled_chunks(
             CompiledRolloutChunks(
                 collector.env,

@@ -202,7 +202,17 @@ class BatchedDifferentiableEnv(ABC):
         observation, reward, terminated, truncated, next_state, self.state, self.elapsed_steps = (
             self._advance(state, action, fresh, self.elapsed_steps)
         )
-        return observation, reward, terminated, truncated, StepInfo(self, next_state)
+        return (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            StepInfo(self, next_state, self._step_info_extras()),
+        )
+
+    def _step_info_extras(self) -> dict[str, Any]:
+        """Entries added to the ``info`` of :meth:`step`, computed at once (none by default)."""
+        return {}
 
     def draw_reset_states(self) -> State:
         """Initial states of every row, drawn from the env's generator.
@@ -332,10 +342,16 @@ class StepInfo(Mapping[str, Any]):
 
     _KEYS = ("final_observation", "metrics")
 
-    def __init__(self, env: BatchedDifferentiableEnv, next_state: State) -> None:
+    def __init__(
+        self,
+        env: BatchedDifferentiableEnv,
+        next_state: State,
+        extras: Mapping[str, Any] | None = None,
+    ) -> None:
         self._env = env
         self._next_state = next_state
-        self._values: dict[str, Any] = {}
+        self._values: dict[str, Any] = dict(extras or {})
+        self._keys = self._KEYS + tuple(key for key in self._values if key not in self._KEYS)
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._values:
@@ -348,13 +364,13 @@ class StepInfo(Mapping[str, Any]):
         return self._values[key]
 
     def __contains__(self, key: object) -> bool:
-        return key in self._KEYS
+        return key in self._keys
 
     def __iter__(self):
-        return iter(self._KEYS)
+        return iter(self._keys)
 
     def __len__(self) -> int:
-        return len(self._KEYS)
+        return len(self._keys)
 
     def __repr__(self) -> str:
         return f"StepInfo({dict(self)!r})"

@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from pathgrad.algo.registry import ALGORITHMS, get_algorithm
+from pathgrad.algo.registry import ALGORITHMS, get_algorithm, retired_field_error
 from pathgrad.core.devices import device_problem
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import (
@@ -110,12 +110,14 @@ class EnvSection(Section):
 
 
 class PolicySection(Section):
-    """The policy: pathgrad's Gaussian MLP, or the reference's ActorOnly (`pathgrad.models`)."""
+    """The policy: Gaussian MLP, squashed normal (SAPO's authors') or the reference's ActorOnly."""
 
-    name: Literal["gaussian_mlp", "actor_only"] = Field(
+    name: Literal["gaussian_mlp", "squashed_normal", "actor_only"] = Field(
         "gaussian_mlp",
-        description="`gaussian_mlp` (GaussianMLPPolicy: the keys below) or `actor_only` "
-        "(the reference's ActorOnly: `actor` and `init_log_std`)",
+        description="`gaussian_mlp` (GaussianMLPPolicy: the keys below), `squashed_normal` "
+        "(SquashedNormalPolicy: a log-std head, `hidden_sizes`, `activation`, `layer_norm` "
+        "before each activation, `init_log_std` the head's bias, `log_std_range`) or "
+        "`actor_only` (the reference's ActorOnly: `actor` and `init_log_std`)",
     )
     actor: dict[str, Any] | None = Field(
         None,
@@ -137,8 +139,18 @@ class PolicySection(Section):
     layer_norm: bool = Field(
         False,
         description="gaussian_mlp: LayerNorm after every hidden activation "
-        "(the SHAC paper's networks)",
+        "(the SHAC paper's networks); squashed_normal: before it",
     )
+    log_std_range: list[float] = Field(
+        [-5.0, 2.0], description="squashed_normal: the clamp [low, high] of the log-std"
+    )
+
+    @field_validator("log_std_range")
+    @classmethod
+    def _check_log_std_range(cls, value: list[float]) -> list[float]:
+        if len(value) != 2 or not value[0] < value[1]:
+            raise ValueError(f"must be [low, high] with low < high, got {value}")
+        return value
 
 
 class AlgorithmSection(Section):
@@ -376,6 +388,11 @@ def _dataclass_model(cls: type, name: str) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         annotation = hints[field.name]
+        members = [
+            member for member in typing.get_args(annotation) if member is not type(None)
+        ]  # an optional config: ``SomeCfg | None``
+        if len(members) == 1 and dataclasses.is_dataclass(members[0]):
+            annotation = members[0]
         if dataclasses.is_dataclass(annotation):
             annotation = _dataclass_model(annotation, annotation.__name__) | None
         fields[field.name] = (annotation, Field(None))
@@ -393,6 +410,9 @@ def algorithm_config(config: RunConfig) -> Any:
     except ValueError as error:
         hint = did_you_mean(config.algorithm.name.lower(), sorted(ALGORITHMS))
         raise ConfigError(f"algorithm.name: {error}{hint}") from error
+    retired = retired_field_error(cfg_type, config.algorithm.cfg)
+    if retired is not None:
+        raise ConfigError(f"algorithm.cfg.{retired}")
     model = _dataclass_model(cfg_type, cfg_type.__name__)
     try:
         model.model_validate(config.algorithm.cfg)

@@ -139,6 +139,13 @@ def _dataclass_rows(prefix: str, cls: type, instance: Any = None) -> list[str]:
             rows += _dataclass_rows(f"{prefix}.{field.name}", annotation, default)
             continue
         meaning = meanings.get(field.name, "")
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(members) == 1 and dataclasses.is_dataclass(members[0]) and default is not None:
+            # an optional config set by default: the field's row, then its keys' rows
+            key = f"{prefix}.{field.name}"
+            rows.append(_row(key, _type_name(annotation), "see the keys below", meaning))
+            rows += _dataclass_rows(key, members[0], default)
+            continue
         rows.append(_row(f"{prefix}.{field.name}", _type_name(annotation), default, meaning))
     return rows
 

@@ -35,6 +35,7 @@ from pathgrad.runs.config import (
     env_kwargs,
     trainer_config,
 )
+from pathgrad.squashed_normal import SquashedNormalPolicy
 
 __all__ = [
     "CONFIG_FILE",
@@ -206,6 +207,18 @@ def build_policy(config: RunConfig, env: Any) -> Policy:
         }
         policy = build_reference_policy(
             block, env.single_observation_space, env.single_action_space, config.env.device
+        )
+    elif section.name == "squashed_normal":
+        low, high = section.log_std_range
+        policy = SquashedNormalPolicy.from_spaces(
+            env.single_observation_space,
+            env.single_action_space,
+            hidden_sizes=tuple(section.hidden_sizes),
+            activation=section.activation,
+            init_log_std=section.init_log_std,
+            log_std_min=low,
+            log_std_max=high,
+            layer_norm=section.layer_norm,
         )
     else:
         policy = GaussianMLPPolicy.from_spaces(

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from pathgrad.env import ScheduledDifferentiableVecEnv
+from pathgrad.trainer.windows import sets_windows
 from pathgrad.utils import scheduler_needs_horizon
 
 if TYPE_CHECKING:
@@ -36,6 +37,16 @@ def planned_updates(
             )
         # Env-provided horizons are known only when collecting: the explicit
         # LR horizon is checked before each update instead.
+        return int(pending), int(pending)
+    if trainer.cfg.rollout_mode == "segmented" and sets_windows(trainer.algorithm):
+        algorithm = trainer.algorithm
+        curves = getattr(algorithm, "lr_scheduler_cfgs", (algorithm._lr_scheduler_cfg,))
+        if pending and any(scheduler_needs_horizon(cfg) for cfg in curves):
+            raise ValueError(
+                f"{type(algorithm).__name__} sets each update's length, so an env-step budget "
+                "does not say how many updates a run takes: give total_updates, or explicit "
+                "horizons (total_iters/T_max) to every learning-rate schedule."
+            )
         return int(pending), int(pending)
     steps_per_update = trainer.update_horizon * trainer.global_num_envs
     if trainer.cfg.rollout_mode == "complete":

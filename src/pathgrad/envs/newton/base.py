@@ -340,6 +340,16 @@ class NewtonEnv(BatchedDifferentiableEnv):
         )
         return {**state, "joint_q": joint_q, "joint_qd": joint_qd}
 
+    @property
+    def provides_contact_signal(self) -> bool:
+        """Whether every step's ``info`` holds ``contact_forces`` and ``accelerations``
+        ``[N, bodies, 6]`` (detached): Featherstone with contacts."""
+        return self.simulation.contact_signal is not None
+
+    def _step_info_extras(self) -> dict[str, Any]:
+        """The step's per-body contact wrenches and accelerations, when there are contacts."""
+        return self.simulation.contact_info(self.num_envs)
+
     def compile_step(self, **compile_kwargs: Any) -> None:
         """Refused: the step runs in Warp, outside PyTorch (``supports_torch_compile``)."""
         raise ValueError(f"{type(self).__name__} cannot be compiled: its step runs in Warp.")

@@ -40,6 +40,8 @@ import newton
 import torch
 import warp as wp
 
+from pathgrad.envs.newton.contact_signal import ContactSignal
+
 __all__ = [
     "SOLVERS",
     "NewtonBodyStep",
@@ -167,6 +169,10 @@ class NewtonSimulation:
         if self.uses_contacts:  # Newton's default pipeline (broad phase over explicit pairs)
             self._collision = newton.CollisionPipeline(model, broad_phase="explicit")
             self._contacts = self._collision.contacts()
+        # Per-body contact wrenches and accelerations of every forward step (Featherstone).
+        self.contact_signal: ContactSignal | None = None
+        if self.uses_contacts and not self.maximal:
+            self.contact_signal = ContactSignal(model, self.solver, self.substeps, dt)
         self._tape: Any = None
         self._graphs: dict[str, Any] = {}
         # On CUDA, Warp works on torch's current stream so the two stay ordered.
@@ -228,10 +234,15 @@ class NewtonSimulation:
     def _step_operations(self) -> None:
         """All substeps of one env step, from ``_states[0]`` to ``_states[-1]``."""
         self._prepare(self._states[0])
+        signal = self.contact_signal
+        if signal is not None:
+            signal.start()
         for k in range(self.substeps):
             if k > 0:
                 self._states[k].clear_forces()
             self._substep(self._states[k], self._states[k + 1], self._control)
+            if signal is not None:
+                signal.add_substep(self._states[k], self._control)
         if self.maximal:
             final = self._states[-1]
             newton.eval_ik(self.model, final, final.joint_q, final.joint_qd)
@@ -295,6 +306,12 @@ class NewtonSimulation:
         if self.maximal:
             return x_final, v_final, self._final_q.clone(), self._final_qd.clone(), inputs
         return x_final, v_final, inputs
+
+    def contact_info(self, num_envs: int) -> dict[str, torch.Tensor]:
+        """The last forward step's ``contact_forces`` and ``accelerations`` (none without)."""
+        if self.contact_signal is None:
+            return {}
+        return self.contact_signal.read(self._states[0], self._states[-1], num_envs)
 
     def body_coordinates(
         self, joint_q: torch.Tensor, joint_qd: torch.Tensor
