@@ -160,3 +160,14 @@ def test_captured_graphs_replay_the_mass_matrix_caching_bit_for_bit():
     captured = DiffRLAnt(2, seed=0, mass_matrix_interval=4)
     launched = DiffRLAnt(2, seed=0, mass_matrix_interval=4, capture=False)
     assert_same_windows(captured, launched, 4)
+
+
+def test_shapes_collide_with_the_ground_only_within_a_two_per_pair_capacity():
+    # dflex's Ant collides each shape with the ground only: one pair per shape of each ant.
+    env = DiffRLAnt(3, seed=0)
+    model = env.simulation.model
+    shapes_per_ant = (model.shape_count - 1) // 3  # the ground plane is shared
+    assert int(model.shape_contact_pair_count) == 3 * shapes_per_ant
+    assert int(env.simulation._contacts.rigid_contact_max) == 2 * 3 * shapes_per_ant
+    with pytest.raises(ValueError, match="contacts_per_shape_pair must be positive, got 0"):
+        NewtonSimulation(model, dt=1 / 60, contacts=True, contacts_per_shape_pair=0)

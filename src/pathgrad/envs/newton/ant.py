@@ -58,6 +58,8 @@ class NewtonAnt(NewtonEnv):
     observation_dim = 37
     action_dim = 8
     default_max_episode_steps = 1000
+    # Contacts between the robot's own shapes (not only with the ground).
+    self_collisions = True
 
     def __init__(
         self,
@@ -128,7 +130,7 @@ class NewtonAnt(NewtonEnv):
     def build_world(self, builder: Any) -> None:
         """:meth:`model_xml`; the tuned armature and limits on every DOF."""
         xml = ElementTree.tostring(self.model_xml(), encoding="unicode")
-        builder.add_mjcf(xml, parse_visuals=False)
+        builder.add_mjcf(xml, parse_visuals=False, enable_self_collisions=self.self_collisions)
         model = self.contact_model
         for dof in range(builder.joint_dof_count):
             builder.joint_armature[dof] = model["armature"]

@@ -71,6 +71,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
     default_max_episode_steps = 1000
     default_model_file: str | None = None
     gravity = (0.0, 0.0, -9.81)
+    # Contact capacity per collidable shape pair (None: Newton's estimate; see NewtonSimulation).
+    contacts_per_shape_pair: int | None = None
 
     def __init__(
         self,
@@ -121,6 +123,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
             contacts=contacts,
             solver_options=solver_options,
             capture=capture,
+            contacts_per_shape_pair=self.contacts_per_shape_pair,
         )
         self.dt = float(dt)
         self.coordinates = world.joint_coord_count

@@ -26,7 +26,11 @@ physical constants). Those facts:
   (height - 0.27). DiffRL aims the heading at a target 10 km down +x, which
   differs from +x by under 1e-4 rad here.
 
-Contact law. dflex's articulated integrator (``eval_rigid_contacts_art``) and
+Contact law. dflex's articulated integrator (``eval_rigid_contacts_art``)
+collides each shape with the ground only, so self-collisions are off here too
+(and the contact buffers hold two points per shape: 1.7x faster forward and
+backward than with self-collisions and Newton's capacity estimate, at 64 envs;
+``benchmarks/newton_step_profile.py`` shows where the time goes). dflex and
 Newton both put the contacts at the end spheres of each capsule, but dflex's
 normal force is ke d + kd d v (``d`` penetration, ``v`` approach speed: its
 damping scales with the penetration) and its friction min(kf |v_t|, mu ke d)
@@ -173,6 +177,8 @@ class DiffRLAnt(NewtonAnt):
     """
 
     start_height = 0.75
+    self_collisions = False  # dflex collides each shape with the ground only
+    contacts_per_shape_pair = 2  # a capsule or sphere on the ground: at most 2 points
 
     def __init__(
         self,
@@ -229,6 +235,7 @@ class DiffRLAnt(NewtonAnt):
                 contacts=True,
                 solver_options=solver_options,
                 capture=capture,
+                contacts_per_shape_pair=self.contacts_per_shape_pair,
             )
         self.state = self._initial_state(self.num_envs)  # the start pose is set only now
 
