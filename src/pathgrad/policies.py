@@ -22,6 +22,8 @@ __all__ = [
     "as_tensor_policy",
     "calling_convention",
     "hidden_layers",
+    "register_action_bounds",
+    "tanh_log_det",
 ]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -55,6 +57,39 @@ def hidden_layers(
         layers += [nn.Linear(inputs, int(width)), *order]
         inputs = int(width)
     return layers
+
+
+def tanh_log_det(pre_squash: torch.Tensor) -> torch.Tensor:
+    """``log(1 - tanh(u)^2)`` per dimension, as ``2 (log 2 - u - softplus(-2u))``: stable
+    for large ``|u|``."""
+    return 2.0 * (math.log(2.0) - pre_squash - nn.functional.softplus(-2.0 * pre_squash))
+
+
+def register_action_bounds(
+    module: nn.Module,
+    action_low: Any,
+    action_high: Any,
+    action_dim: int,
+    *,
+    squashing: str | None,
+) -> None:
+    """Register ``action_center`` and ``action_half_range`` buffers ``[A]`` of the box.
+
+    ``squashing`` names what needs a finite box with ``high > low`` (it appears
+    in the error); ``None`` accepts any bounds (an unsquashed policy ignores them).
+
+    Raises:
+        ValueError: If a squashing policy's bounds are not finite or not increasing.
+    """
+    low = torch.tensor(np.broadcast_to(action_low, (action_dim,)), dtype=torch.float32)
+    high = torch.tensor(np.broadcast_to(action_high, (action_dim,)), dtype=torch.float32)
+    if squashing is not None:
+        if not bool(torch.isfinite(low).all() and torch.isfinite(high).all()):
+            raise ValueError(f"{squashing} needs finite action_low and action_high.")
+        if not bool((high > low).all()):
+            raise ValueError("action_high must exceed action_low.")
+    module.register_buffer("action_center", (high + low) / 2)
+    module.register_buffer("action_half_range", (high - low) / 2)
 
 
 class Policy(nn.Module, metaclass=ABCMeta):
@@ -136,15 +171,10 @@ class GaussianMLPPolicy(Policy):
         self.mean_net = nn.Sequential(*layers, head)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
         self.squash = bool(squash)
-        low = torch.tensor(np.broadcast_to(action_low, (action_dim,)), dtype=torch.float32)
-        high = torch.tensor(np.broadcast_to(action_high, (action_dim,)), dtype=torch.float32)
-        if self.squash and not bool(torch.isfinite(low).all() and torch.isfinite(high).all()):
-            raise ValueError("squash needs finite action_low and action_high.")
-        if self.squash and not bool((high > low).all()):
-            raise ValueError("action_high must exceed action_low.")
+        register_action_bounds(
+            self, action_low, action_high, action_dim, squashing="squash" if self.squash else None
+        )
         self._networks_compiled = False
-        self.register_buffer("action_center", (high + low) / 2)
-        self.register_buffer("action_half_range", (high - low) / 2)
 
     @classmethod
     def from_spaces(cls, observation_space, action_space, **kwargs) -> GaussianMLPPolicy:
@@ -214,8 +244,7 @@ class GaussianMLPPolicy(Policy):
             gaussian = (-0.5 * standard.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
             if not self.squash:
                 return gaussian
-            # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
-            log_det = 2.0 * (math.log(2.0) - pre_squash - nn.functional.softplus(-2.0 * pre_squash))
+            log_det = tanh_log_det(pre_squash)
             return gaussian - (log_det + self.action_half_range.log()).sum(-1)
 
         def entropy() -> torch.Tensor:

@@ -14,7 +14,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from pathgrad.policies import ACTIVATIONS, Policy, PolicyOutput, hidden_layers
+from pathgrad.policies import (
+    ACTIVATIONS,
+    Policy,
+    PolicyOutput,
+    hidden_layers,
+    register_action_bounds,
+    tanh_log_det,
+)
 
 __all__ = ["SquashedNormalPolicy", "orthogonal_init"]
 
@@ -28,11 +35,6 @@ def orthogonal_init(module: nn.Module, gain: float) -> None:
             if isinstance(layer, nn.Linear):
                 nn.init.orthogonal_(layer.weight, gain=gain)
                 nn.init.zeros_(layer.bias)
-
-
-def _tanh_log_det(pre_squash: torch.Tensor) -> torch.Tensor:
-    """``log(1 - tanh(u)^2)`` per dimension, stable for large ``|u|``."""
-    return 2.0 * (math.log(2.0) - pre_squash - nn.functional.softplus(-2.0 * pre_squash))
 
 
 class SquashedNormalPolicy(Policy):
@@ -109,14 +111,9 @@ class SquashedNormalPolicy(Policy):
         orthogonal_init(self, float(init_gain))
         with torch.no_grad():
             self.log_std_head.bias.fill_(float(init_log_std))
-        low = torch.tensor(np.broadcast_to(action_low, (action_dim,)), dtype=torch.float32)
-        high = torch.tensor(np.broadcast_to(action_high, (action_dim,)), dtype=torch.float32)
-        if not bool(torch.isfinite(low).all() and torch.isfinite(high).all()):
-            raise ValueError("SquashedNormalPolicy needs finite action_low and action_high.")
-        if not bool((high > low).all()):
-            raise ValueError("action_high must exceed action_low.")
-        self.register_buffer("action_center", (high + low) / 2)
-        self.register_buffer("action_half_range", (high - low) / 2)
+        register_action_bounds(
+            self, action_low, action_high, action_dim, squashing="SquashedNormalPolicy"
+        )
 
     @classmethod
     def from_spaces(cls, observation_space, action_space, **kwargs) -> SquashedNormalPolicy:
@@ -157,12 +154,12 @@ class SquashedNormalPolicy(Policy):
             return -0.5 * standard.pow(2) - log_std - _HALF_LOG_2PI
 
         def log_prob() -> torch.Tensor:
-            change = _tanh_log_det(pre_squash) + self.action_half_range.log()
+            change = tanh_log_det(pre_squash) + self.action_half_range.log()
             return (gaussian_log_prob(noise) - change).sum(-1)
 
         def entropy() -> torch.Tensor:
             other = mean + std * entropy_noise
-            return -(gaussian_log_prob(entropy_noise) - _tanh_log_det(other)).sum(-1)
+            return -(gaussian_log_prob(entropy_noise) - tanh_log_det(other)).sum(-1)
 
         def squashed_mean() -> torch.Tensor:
             return self.action_center + self.action_half_range * torch.tanh(mean)

@@ -231,35 +231,20 @@ class AHAC(SHAC):
         super().cancel_update()
         self._contacts = []
 
-    @torch.no_grad()
-    def _train_critic(self) -> dict[str, float]:
-        inputs, targets = self._targets()
-        finite = bool(torch.isfinite(inputs).all() and torch.isfinite(targets).all())
-        if self.synchronizer is not None:  # data-parallel: all ranks train the critic, or none
-            finite = self.synchronizer.all_agree(finite)
-        if not finite:
-            return {"value_loss": float("nan"), "explained_variance": float("nan")}
-        with torch.enable_grad():
-            passes, loss = fit_to_convergence(
-                self.critic,
-                self.critic_optimizer,
-                inputs,
-                targets,
-                minibatches=self.cfg.critic_minibatches,
-                max_passes=self.cfg.critic_epochs,
-                tolerance=self.cfg.critic_stop_tolerance,
-                max_grad_norm=self.cfg.critic_max_grad_norm,
-                average=lambda shared: self._average_across_ranks(self.critic.parameters(), shared),
-            )
-        residual = targets - self.critic(inputs).squeeze(-1)
-        variance = targets.var() if targets.numel() > 1 else torch.zeros_like(targets[0])
-        explained = 1.0 - residual.var() / variance if variance > 0 else torch.nan
-        return {
-            "value_loss": loss,
-            "critic_passes": float(passes),
-            "explained_variance": float(explained),
-            "critic_learning_rate": float(self.critic_optimizer.param_groups[0]["lr"]),
-        }
+    def _fit_critic(self, inputs: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+        """Both critics to convergence (at most ``critic_epochs`` unshuffled passes)."""
+        passes, loss = fit_to_convergence(
+            self.critic,
+            self.critic_optimizer,
+            inputs,
+            targets,
+            minibatches=self.cfg.critic_minibatches,
+            max_passes=self.cfg.critic_epochs,
+            tolerance=self.cfg.critic_stop_tolerance,
+            max_grad_norm=self.cfg.critic_max_grad_norm,
+            average=lambda shared: self._average_across_ranks(self.critic.parameters(), shared),
+        )
+        return {"value_loss": loss, "critic_passes": float(passes)}
 
     def _prepare_schedule(self, estimated_updates: int, remaining_updates: int) -> None:
         """Bind the actor's, the critic's and the horizon rate's curves to the budget."""

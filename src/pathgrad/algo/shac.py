@@ -341,12 +341,29 @@ class SHAC(APG):
         return torch.cat(inputs), torch.cat(targets)
 
     def _train_critic(self) -> dict[str, float]:
+        """Fit the critic to the update's TD(lambda) targets (:meth:`_fit_critic`)."""
         inputs, targets = self._targets()
         finite = bool(torch.isfinite(inputs).all() and torch.isfinite(targets).all())
         if self.synchronizer is not None:  # data-parallel: all ranks train the critic, or none
             finite = self.synchronizer.all_agree(finite)
         if not finite:
             return {"value_loss": float("nan"), "explained_variance": float("nan")}
+        metrics = self._fit_critic(inputs, targets)
+        with torch.no_grad():
+            residual = targets - self.critic(inputs).squeeze(-1)
+            variance = targets.var() if targets.numel() > 1 else torch.zeros_like(targets[0])
+            explained = 1.0 - residual.var() / variance if variance > 0 else torch.nan
+        return {
+            **metrics,
+            "explained_variance": float(explained),
+            "critic_learning_rate": float(self.critic_optimizer.param_groups[0]["lr"]),
+        }
+
+    def _fit_critic(self, inputs: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+        """``critic_epochs`` passes of shuffled minibatches, then the target follows.
+
+        Returns ``value_loss``, the mean loss of the last pass.
+        """
         count = targets.shape[0]
         batch = max(1, count // self.cfg.critic_minibatches)
         losses = []
@@ -365,16 +382,8 @@ class SHAC(APG):
                 self.critic_optimizer.step()
                 losses.append(loss.detach())
         self._follow_critic()
-        with torch.no_grad():
-            residual = targets - self.critic(inputs).squeeze(-1)
-            variance = targets.var() if count > 1 else torch.zeros_like(targets[0])
-            explained = 1.0 - residual.var() / variance if variance > 0 else torch.nan
         last_epoch = losses[-max(1, count // batch) :]
-        return {
-            "value_loss": float(torch.stack(last_epoch).mean()),
-            "explained_variance": float(explained),
-            "critic_learning_rate": float(self.critic_optimizer.param_groups[0]["lr"]),
-        }
+        return {"value_loss": float(torch.stack(last_epoch).mean())}
 
     def state_dict(self) -> dict[str, Any]:
         """Actor optimizer and schedule, critic, target critic (if any) and critic optimizer."""
