@@ -73,6 +73,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
     gravity = (0.0, 0.0, -9.81)
     # Contact capacity per collidable shape pair (None: Newton's estimate; see NewtonSimulation).
     contacts_per_shape_pair: int | None = None
+    # Frame of info["contact_forces"] / ["accelerations"]: "world_origin" (dflex's) or "body".
+    contact_signal_frame = "world_origin"
 
     def __init__(
         self,
@@ -124,6 +126,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
             solver_options=solver_options,
             capture=capture,
             contacts_per_shape_pair=self.contacts_per_shape_pair,
+            contact_signal_frame=self.contact_signal_frame,
         )
         self.dt = float(dt)
         self.coordinates = world.joint_coord_count

@@ -129,6 +129,9 @@ class NewtonSimulation:
             over the whole capacity, so a robot whose pairs make at most two
             contacts (capsules and spheres on a plane) steps faster with 2;
             Newton warns if a step ever needs more.
+        contact_signal_frame: Frame of the contact signal (Featherstone with
+            contacts): ``world_origin`` (dflex's, AHAC's) or ``body``
+            (:mod:`pathgrad.envs.newton.contact_signal`).
         capture: Replay the step's Warp operations as captured graphs (same
             results, bit for bit; ``False`` launches every kernel from Python).
     """
@@ -144,6 +147,7 @@ class NewtonSimulation:
         solver_options: dict[str, Any] | None = None,
         capture: bool = True,
         contacts_per_shape_pair: int | None = None,
+        contact_signal_frame: str = "world_origin",
     ) -> None:
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {list(SOLVERS)}, got '{solver}'.")
@@ -187,7 +191,9 @@ class NewtonSimulation:
         # Per-body contact wrenches and accelerations of every forward step (Featherstone).
         self.contact_signal: ContactSignal | None = None
         if self.uses_contacts and not self.maximal:
-            self.contact_signal = ContactSignal(model, self.solver, self.substeps, dt)
+            self.contact_signal = ContactSignal(
+                model, self.solver, self.substeps, dt, frame=contact_signal_frame
+            )
         self._tape: Any = None
         self._graphs: dict[str, Any] = {}
         # On CUDA, Warp works on torch's current stream so the two stay ordered.
@@ -258,6 +264,8 @@ class NewtonSimulation:
             self._substep(self._states[k], self._states[k + 1], self._control)
             if signal is not None:
                 signal.add_substep(self._states[k], self._control)
+        if signal is not None:
+            signal.finish()
         if self.maximal:
             final = self._states[-1]
             newton.eval_ik(self.model, final, final.joint_q, final.joint_qd)

@@ -1,5 +1,17 @@
 """Per-body contact wrenches and accelerations of a Featherstone step (AHAC's signal).
 
+Two frames (``frame``):
+
+- ``"world_origin"`` (default; dflex's, which AHAC's threshold ``C`` was set
+  in): spatial vectors about the world origin. The wrench's torque is
+  ``tau_com + x_com x f``, so it grows with the distance from the origin; the
+  acceleration is Featherstone's velocity-product recurrence ``a_s`` (dflex's
+  ``body_a_s``: ``a_parent + v x v_joint``, no joint accelerations, 0 for a
+  floating root) of the step's last substep, moved from the solver's frame to
+  the world origin.
+- ``"body"``: each wrench about its body's centre of mass, and the bodies'
+  true accelerations (the change of their COM twists over the step / ``dt``).
+
 Newton's ``update_contacts`` is not implemented for Featherstone, so the
 contact wrench of each body is taken as dflex does, as the difference of its
 external wrench around the contact evaluation: Featherstone adds the contact
@@ -7,9 +19,7 @@ wrenches to the wrench it was given (``state.body_f`` plus the wrenches of
 free joints' generalized forces), then converts the sum in place
 (``eval_rigid_tau``); the conversion is undone here and what was given is
 subtracted. The wrench of a step is the mean over its substeps (the mean
-force over the step, as its impulse over ``dt``); the acceleration is the
-change of the body twists (COM linear velocity, angular velocity, world frame)
-over the step divided by ``dt``. Both are read from the forward step's buffers
+force over the step, as its impulse over ``dt``). Both are read from the forward step's buffers
 by kernels that write only their own: no gradient path, no change to the step.
 """
 
@@ -21,7 +31,9 @@ import newton
 import torch
 import warp as wp
 
-__all__ = ["ContactSignal"]
+__all__ = ["CONTACT_SIGNAL_FRAMES", "ContactSignal"]
+
+CONTACT_SIGNAL_FRAMES = ("world_origin", "body")
 
 
 @wp.kernel(enable_backward=False)
@@ -31,15 +43,37 @@ def _add_contact_wrench(
     body_solve_origin: wp.array[wp.vec3],
     body_f_given: wp.array[wp.spatial_vector],
     scale: float,
+    about_origin: int,
     total: wp.array[wp.spatial_vector],
 ):
-    """``total += scale (external wrench after contacts - wrench given)`` per body."""
+    """``total += scale (external wrench after contacts - wrench given)`` per body,
+    about the body's COM, or about the world origin when ``about_origin``."""
     body = wp.tid()
     converted = body_f_converted[body]
+    com = wp.transform_get_translation(body_q_com[body])
     force = -wp.spatial_top(converted)
-    arm = wp.transform_get_translation(body_q_com[body]) - body_solve_origin[body]
-    torque = -wp.spatial_bottom(converted) - wp.cross(arm, force)
-    total[body] = total[body] + scale * (wp.spatial_vector(force, torque) - body_f_given[body])
+    torque = -wp.spatial_bottom(converted) - wp.cross(com - body_solve_origin[body], force)
+    given = body_f_given[body]
+    if about_origin != 0:
+        torque = torque + wp.cross(com, force)
+        given_force = wp.spatial_top(given)
+        given_torque = wp.spatial_bottom(given) + wp.cross(com, given_force)
+        given = wp.spatial_vector(given_force, given_torque)
+    total[body] = total[body] + scale * (wp.spatial_vector(force, torque) - given)
+
+
+@wp.kernel(enable_backward=False)
+def _bias_acceleration_at_origin(
+    body_a_s: wp.array[wp.spatial_vector],
+    body_solve_origin: wp.array[wp.vec3],
+    acceleration: wp.array[wp.spatial_vector],
+):
+    """Featherstone's ``a_s`` (linear, angular; about the solve origin), about the world origin."""
+    body = wp.tid()
+    a = body_a_s[body]
+    angular = wp.spatial_bottom(a)
+    origin = body_solve_origin[body]
+    acceleration[body] = wp.spatial_vector(wp.spatial_top(a) + wp.cross(origin, angular), angular)
 
 
 @wp.kernel(enable_backward=False)
@@ -48,9 +82,11 @@ def _remove_free_joint_wrench(
     joint_child: wp.array[int],
     joint_qd_start: wp.array[int],
     joint_f: wp.array[float],
+    body_q_com: wp.array[wp.transform],
     free: int,
     distance: int,
     scale: float,
+    about_origin: int,
     total: wp.array[wp.spatial_vector],
 ):
     """Take the wrench of a free (or distance) joint's generalized force off its child."""
@@ -62,6 +98,8 @@ def _remove_free_joint_wrench(
     child = joint_child[joint]
     force = wp.vec3(joint_f[start + 0], joint_f[start + 1], joint_f[start + 2])
     torque = wp.vec3(joint_f[start + 3], joint_f[start + 4], joint_f[start + 5])
+    if about_origin != 0:
+        torque = torque + wp.cross(wp.transform_get_translation(body_q_com[child]), force)
     total[child] = total[child] - scale * wp.spatial_vector(force, torque)
 
 
@@ -73,15 +111,32 @@ class ContactSignal:
         solver: Its ``SolverFeatherstone`` (the forward step's buffers live on it).
         substeps: Solver steps per env step.
         dt: Duration of one env step (s).
+        frame: ``"world_origin"`` (dflex's) or ``"body"`` (see the module docstring).
+
+    Raises:
+        ValueError: For another ``frame``.
     """
 
-    def __init__(self, model: Any, solver: Any, substeps: int, dt: float) -> None:
+    def __init__(
+        self, model: Any, solver: Any, substeps: int, dt: float, frame: str = "world_origin"
+    ) -> None:
+        if frame not in CONTACT_SIGNAL_FRAMES:
+            raise ValueError(
+                f"contact_signal_frame must be one of {list(CONTACT_SIGNAL_FRAMES)}, got {frame!r}."
+            )
         self.model = model
         self.solver = solver
+        self.frame = frame
         self.scale = 1.0 / int(substeps)
         self.dt = float(dt)
         self.total = wp.zeros(model.body_count, dtype=wp.spatial_vector, device=model.device)
         self._total = wp.to_torch(self.total, requires_grad=False)
+        self.acceleration = wp.zeros(model.body_count, dtype=wp.spatial_vector, device=model.device)
+        self._acceleration = wp.to_torch(self.acceleration, requires_grad=False)
+
+    @property
+    def _about_origin(self) -> int:
+        return int(self.frame == "world_origin")
 
     def start(self) -> None:
         """Zero the step's sum (a Warp operation: it joins the captured step)."""
@@ -99,6 +154,7 @@ class ContactSignal:
                 solver.body_solve_origin,
                 state_in.body_f,
                 self.scale,
+                self._about_origin,
             ],
             outputs=[self.total],
             device=model.device,
@@ -113,23 +169,43 @@ class ContactSignal:
                     model.joint_child,
                     model.joint_qd_start,
                     control.joint_f,
+                    solver.body_q_com,
                     int(newton.JointType.FREE),
                     int(newton.JointType.DISTANCE),
                     self.scale,
+                    self._about_origin,
                 ],
                 outputs=[self.total],
                 device=model.device,
                 record_tape=False,
             )
 
+    def finish(self) -> None:
+        """After the step's last substep: keep its velocity-product acceleration (world origin)."""
+        if self.frame != "world_origin":
+            return
+        wp.launch(
+            _bias_acceleration_at_origin,
+            dim=self.model.body_count,
+            inputs=[self.solver.body_a_s, self.solver.body_solve_origin],
+            outputs=[self.acceleration],
+            device=self.model.device,
+            record_tape=False,
+        )
+
     def read(self, first: Any, last: Any, num_envs: int) -> dict[str, torch.Tensor]:
         """``contact_forces`` and ``accelerations`` ``[num_envs, bodies, 6]`` of the last step.
 
-        ``first`` and ``last``: the step's first and last states (their body twists).
+        ``first`` and ``last``: the step's first and last states (their body twists,
+        for the ``body`` frame's accelerations).
         """
-        start = wp.to_torch(first.body_qd, requires_grad=False)
-        end = wp.to_torch(last.body_qd, requires_grad=False)
+        if self.frame == "world_origin":
+            accelerations = self._acceleration.clone()
+        else:
+            start = wp.to_torch(first.body_qd, requires_grad=False)
+            end = wp.to_torch(last.body_qd, requires_grad=False)
+            accelerations = (end - start) / self.dt
         return {
             "contact_forces": self._total.reshape(num_envs, -1, 6).clone(),
-            "accelerations": ((end - start) / self.dt).reshape(num_envs, -1, 6),
+            "accelerations": accelerations.reshape(num_envs, -1, 6),
         }

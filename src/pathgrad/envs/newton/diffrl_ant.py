@@ -236,6 +236,7 @@ class DiffRLAnt(NewtonAnt):
                 solver_options=solver_options,
                 capture=capture,
                 contacts_per_shape_pair=self.contacts_per_shape_pair,
+                contact_signal_frame=self.contact_signal_frame,
             )
         self.state = self._initial_state(self.num_envs)  # the start pose is set only now
 
