@@ -1,6 +1,7 @@
 """One rank of a data-parallel test scenario, launched by torchrun (or alone as a world of one).
 
-Usage: python -m torch.distributed.run --nproc-per-node N distributed_run.py SCENARIO DIR
+Usage: python -m torch.distributed.run --nproc-per-node N distributed_run.py SCENARIOS DIR
+(SCENARIOS: one or more names separated by commas, run one after another in one group)
   match:   PointMass (float64) whose 64 reset states are split over the ranks,
            deterministic actions, observation normalizer; two updates.
   modes:   SHAC, complete rollouts with gradient accumulation and gradient
@@ -163,16 +164,17 @@ def early_stop(data_parallel, directory: Path) -> dict:
 
 
 def main() -> None:
-    scenario, directory = sys.argv[1], Path(sys.argv[2])
+    names, directory = sys.argv[1].split(","), Path(sys.argv[2])
     torch.set_num_threads(1)
+    scenarios = {"match": match, "modes": modes, "compiled": compiled, "early_stop": early_stop}
     data_parallel = join("cpu", timeout_seconds=120)
     try:
-        scenarios = {"match": match, "modes": modes, "compiled": compiled, "early_stop": early_stop}
-        result = scenarios[scenario](data_parallel, directory)
+        for scenario in names:
+            result = scenarios[scenario](data_parallel, directory)
+            name = f"{scenario}-rank{data_parallel.rank}-of-{data_parallel.world_size}.pt"
+            torch.save(result, directory / name)
     finally:
         leave(data_parallel)
-    name = f"{scenario}-rank{data_parallel.rank}-of-{data_parallel.world_size}.pt"
-    torch.save(result, directory / name)
     exit_rank(0)
 
 

@@ -6,7 +6,6 @@ import json
 import os
 import pickle
 import stat
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import warm_processes
 from helpers import build_point_mass_trainer, learning_state
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint, read_index, rebuild_index
 from pathgrad.core.atomic_files import atomic_write, remove_stale_temporaries
@@ -166,7 +166,7 @@ CRASH_SCRIPT = textwrap.dedent(
 
 
 def test_crash_between_write_and_replace_leaves_the_earlier_checkpoint(tmp_path):
-    result = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(tmp_path)], cwd=TESTS)
+    result = warm_processes.run([sys.executable, "-c", CRASH_SCRIPT, str(tmp_path)], cwd=TESTS)
     assert result.returncode == 3
     checkpoint = read_checkpoint(tmp_path / "run.pt")
     assert checkpoint["num_updates"] == 1

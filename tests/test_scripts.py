@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+import warm_processes
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_script(*args: str, cwd: Path) -> str:
-    result = subprocess.run(
-        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, check=False
-    )
+    """``python SCRIPT ARGS`` in a process of its own (tests/warm_processes.py); its stdout."""
+    result = warm_processes.run([sys.executable, *args], cwd=cwd)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -36,17 +36,8 @@ def test_point_mass_example_trains_and_writes_a_run(tmp_path):
 
 
 def test_example_refuses_to_overwrite_a_run(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "train_point_mass.py"),
-            "--run-dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    script = str(ROOT / "examples" / "train_point_mass.py")
+    result = warm_processes.run([sys.executable, script, "--run-dir", str(tmp_path)])
     assert result.returncode != 0 and "exists" in result.stderr
 
 
@@ -166,10 +157,9 @@ def test_baselines_benchmark_quick_mode_covers_every_method(tmp_path):
     ],
 )  # fmt: skip
 def test_baselines_benchmark_rejects_bad_arguments_before_any_run(tmp_path, arguments, message):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "baselines.py"), *arguments],
-        cwd=tmp_path, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    result = warm_processes.run(
+        [sys.executable, str(ROOT / "benchmarks" / "baselines.py"), *arguments], cwd=tmp_path
+    )
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "baseline_results").exists()
 

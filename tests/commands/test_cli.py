@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import warm_processes
 from helpers import ROOT, run_cli
 from pathgrad import __version__ as PATHGRAD_VERSION
 from pathgrad.checkpoint import read_checkpoint, read_index
@@ -195,12 +196,9 @@ def test_export_refuses_other_formats_and_writes_nothing(tmp_path):
     [(signal.SIGINT, "interrupted", 130), (signal.SIGTERM, "terminated", 143)],
 )
 def test_signals_leave_a_resumable_run(tmp_path, signum, status, code):
-    process = subprocess.Popen(
+    process = warm_processes.start(
         [PATHGRAD, "train", "trainer.total_updates=100000", "env.num_envs=16", "--quiet"],
         cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     deadline = time.time() + 120
     while time.time() < deadline:

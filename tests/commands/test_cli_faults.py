@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import warm_processes
 from helpers import copy_run, run_cli, train_run
 from pathgrad.checkpoint import read_index
 from pathgrad.runs.config import load_config
@@ -187,12 +188,9 @@ def test_run_directories_are_unique_under_concurrency(tmp_path):
 def test_two_trainings_started_together_both_run(tmp_path):
     command = [PATHGRAD, "train", "trainer.total_updates=2", "env.num_envs=4",
                "eval.frequency_steps=0", "--quiet"]  # fmt: skip
-    processes = [
-        subprocess.Popen(command, cwd=tmp_path, env=ENV, stderr=subprocess.PIPE, text=True)
-        for _ in range(2)
-    ]
+    processes = [warm_processes.start(command, cwd=tmp_path, env=ENV) for _ in range(2)]
     for process in processes:
-        assert process.wait(timeout=120) == 0, process.stderr.read()
+        assert process.wait(timeout=120) == 0, process.output()[1]
     runs = list((tmp_path / "runs").iterdir())
     assert len(runs) == 2 and all((run / "summary.json").is_file() for run in runs)
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 import pathgrad
+import warm_processes
 from helpers import copy_run, train_run
 from pathgrad.cli import main
 from pathgrad.core import atomic_files
@@ -46,7 +47,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 def pathgrad_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PATHGRAD, *args], cwd=cwd, capture_output=True, text=True, env=ENV)
+    return warm_processes.run([PATHGRAD, *args], cwd=cwd, env=ENV)
 
 
 def one_line(stderr: str, *fragments: str) -> str:
@@ -82,9 +83,9 @@ def in_tmp(tmp_path, monkeypatch) -> Path:
 def test_export_on_a_full_disk_is_one_line_and_leaves_no_file(trained, tmp_path, name):
     output = tmp_path / "out" / name
     output.parent.mkdir()
-    result = subprocess.run(
+    result = warm_processes.run(
         [sys.executable, "-c", FULL_DISK, "export", str(trained), "-o", str(output)],
-        cwd=tmp_path, capture_output=True, text=True, env=ENV,
+        cwd=tmp_path, env=ENV,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr[-2000:]
     one_line(result.stderr, str(output), "no space left on device")

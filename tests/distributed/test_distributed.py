@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import warm_processes
 from helpers import TESTS
 from pathgrad.checkpoint import latest_checkpoint, read_checkpoint
 from pathgrad.commands import Terminated
@@ -37,19 +38,40 @@ def torchrun(nproc: int, *args: str, cwd: Path, **kwargs) -> subprocess.Complete
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=ENV, **kwargs)
 
 
-def scenario(name: str, nproc: int, directory: Path) -> list[dict]:
-    """Run tests/distributed_run.py SCENARIO on ``nproc`` ranks; every rank's result."""
-    result = torchrun(nproc, str(TESTS / "distributed_run.py"), name, str(directory), cwd=TESTS)
+def scenarios(names: list[str], nproc: int, directory: Path) -> dict[str, list[dict]]:
+    """tests/distributed_run.py's SCENARIOS one after another in one group of ``nproc``
+    ranks (under torchrun; one rank: a process of its own); every rank's results."""
+    command = [str(TESTS / "distributed_run.py"), ",".join(names), str(directory)]
+    if nproc == 1:
+        result = warm_processes.run([sys.executable, *command], cwd=TESTS, env=ENV)
+    else:
+        result = torchrun(nproc, *command, cwd=TESTS)
     assert result.returncode == 0, result.stderr[-3000:]
-    return [
-        torch.load(directory / f"{name}-rank{rank}-of-{nproc}.pt", weights_only=False)
-        for rank in range(nproc)
-    ]
+    return {
+        name: [
+            torch.load(directory / f"{name}-rank{rank}-of-{nproc}.pt", weights_only=False)
+            for rank in range(nproc)
+        ]
+        for name in names
+    }
 
 
-def test_two_ranks_of_32_envs_update_as_one_process_of_64(tmp_path):
-    one = scenario("match", 1, tmp_path)[0]
-    first, second = scenario("match", 2, tmp_path)
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> dict[str, list[dict]]:
+    """Every scenario on two ranks, in one torchrun launch (``match`` first, as alone)."""
+    names = ["match", "modes", "early_stop", "compiled"]
+    return scenarios(names, 2, tmp_path_factory.mktemp("two_ranks"))
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory) -> dict[str, list[dict]]:
+    return scenarios(["match", "early_stop"], 1, tmp_path_factory.mktemp("one_process"))
+
+
+@pytest.mark.xdist_group("two_ranks")
+def test_two_ranks_of_32_envs_update_as_one_process_of_64(two_ranks, one_process):
+    (one,) = one_process["match"]
+    first, second = two_ranks["match"]
     assert torch.equal(first["parameters"], second["parameters"])  # bit-identical ranks
     assert torch.allclose(first["parameters"], one["parameters"], rtol=0, atol=1e-12)
     assert not torch.equal(one["parameters"], torch.zeros_like(one["parameters"]))
@@ -60,8 +82,9 @@ def test_two_ranks_of_32_envs_update_as_one_process_of_64(tmp_path):
     assert first["global_step"] == one["global_step"] == 2 * 8 * 64  # global env steps
 
 
-def test_algorithms_and_modes_keep_ranks_identical(tmp_path):
-    first, second = scenario("modes", 2, tmp_path)
+@pytest.mark.xdist_group("two_ranks")
+def test_algorithms_and_modes_keep_ranks_identical(two_ranks):
+    first, second = two_ranks["modes"]
     for case in ("shac", "sapo", "sapo_ensemble", "ahac_stiffness", "complete", "adjoint_clip"):
         a, b = first[case], second[case]
         assert torch.equal(a["parameters"], b["parameters"]), case
@@ -76,17 +99,20 @@ def test_algorithms_and_modes_keep_ranks_identical(tmp_path):
     assert not torch.equal(ranks[0]["env"]["state"]["goal"], ranks[1]["env"]["state"]["goal"])
 
 
-def test_a_stop_requested_on_rank_zero_ends_every_rank_after_the_same_update(tmp_path):
-    ranks = scenario("early_stop", 2, tmp_path)
+@pytest.mark.xdist_group("two_ranks")
+def test_a_stop_requested_on_rank_zero_ends_every_rank_after_the_same_update(
+    two_ranks, one_process
+):
+    ranks = two_ranks["early_stop"]
     assert [rank["num_updates"] for rank in ranks] == [3, 3]  # agreed in update 3's average
     assert all(rank["stopped_early"] for rank in ranks)
-    (alone,) = scenario("early_stop", 1, tmp_path)
+    (alone,) = one_process["early_stop"]
     assert alone["num_updates"] == 2 and alone["stopped_early"]
 
 
-@pytest.mark.slow
-def test_the_compiled_update_keeps_ranks_identical(tmp_path):
-    first, second = scenario("compiled", 2, tmp_path)
+@pytest.mark.xdist_group("two_ranks")
+def test_the_compiled_update_keeps_ranks_identical(two_ranks):
+    first, second = two_ranks["compiled"]
     assert first["scope"] == "update"
     assert torch.equal(first["parameters"], second["parameters"])
     assert not torch.equal(first["parameters"], first["initial"])
@@ -255,10 +281,10 @@ def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_and_resume_is_exact(tmp
     assert a["episode_statistics"]["returns"] == b["episode_statistics"]["returns"]
 
     # Another world size resumes the learning state with fresh rollouts.
-    alone = subprocess.run(
+    alone = warm_processes.run(
         [sys.executable, "-m", "pathgrad", "resume", str(uninterrupted), "--total-updates",
          str(int(budget) + 5), "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, env=ENV,
+        cwd=tmp_path, env=ENV,
     )  # fmt: skip
     assert alone.returncode == 0, alone.stderr[-2000:]
     assert final_policy(uninterrupted)["num_updates"] == int(budget) + 5
@@ -337,20 +363,19 @@ def test_a_rank_that_left_its_group_exits_without_teardown_and_keeps_its_output(
 
 
 def test_nproc_below_one_is_a_usage_error(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "pathgrad", "train", "--nproc", "0"],
-        cwd=tmp_path, capture_output=True, text=True, env=ENV,
-    )  # fmt: skip
+    result = warm_processes.run(
+        [sys.executable, "-m", "pathgrad", "train", "--nproc", "0"], cwd=tmp_path, env=ENV
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == "pathgrad: error: --nproc must be at least 1, got 0."
     assert not (tmp_path / "runs").exists()
 
 
 def test_nproc_trains_with_two_ranks_and_rank_zero_alone_writes(tmp_path):
-    result = subprocess.run(
+    result = warm_processes.run(  # the command's process warm; torchrun and its ranks not
         [sys.executable, "-m", "pathgrad", "train", "--nproc", "2", "env.num_envs=16",
          "trainer.total_updates=3", "eval.frequency_steps=512"],
-        cwd=tmp_path, capture_output=True, text=True, env=ENV,
+        cwd=tmp_path, env=ENV,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("data-parallel: 2 ranks (gloo), 16 envs each, 32 in all") == 1

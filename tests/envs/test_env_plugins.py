@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import warm_processes
 from pathgrad.env import get_registered_learning_env_names
 from pathgrad.runs.config import ConfigError, load_config
 
@@ -71,7 +72,7 @@ def user_code(tmp_path, monkeypatch) -> Path:
 
 def run(*args: str, cwd: Path, code: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([PATHGRAD, *args], cwd=cwd, env=env, capture_output=True, text=True)
+    return warm_processes.run([PATHGRAD, *args], cwd=cwd, env=env)
 
 
 def test_a_config_module_registers_envs_for_train_eval_and_envs(tmp_path, user_code):
@@ -94,8 +95,7 @@ def test_the_command_finds_an_env_module_in_the_working_directory(tmp_path):
     env.pop("PYTHONPATH", None)
 
     def here(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([PATHGRAD, *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True)  # fmt: skip
+        return warm_processes.run([PATHGRAD, *args], cwd=tmp_path, env=env)
 
     fast = ["trainer.total_updates=1", "env.num_envs=4", "eval.frequency_steps=0", "--quiet"]
     result = here("train", "env.module=here_envs", "env.name=HerePointMass", *fast)

@@ -8,6 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import warm_processes
 from helpers import ROOT
 from pathgrad.runs.builtin_configs import CONFIG_FOLDER, builtin_config_names, resolve_config
 
@@ -16,7 +17,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def pathgrad(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PATHGRAD, *args], cwd=cwd, capture_output=True, text=True, env=ENV)
+    return warm_processes.run([PATHGRAD, *args], cwd=cwd, env=ENV)
 
 
 def test_the_clone_s_configs_folder_is_the_shipped_one():

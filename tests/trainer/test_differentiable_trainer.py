@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import subprocess
 import sys
 
 import pytest
 import torch
 
+import warm_processes
 from helpers import (
     TESTS,
     LinearPolicy,
@@ -277,18 +277,9 @@ def test_an_interrupt_during_the_optimizer_step_waits_for_the_step_to_be_recorde
 @pytest.mark.parametrize("mode", ["segmented", "complete", "shac"])
 def test_resume_in_a_fresh_process_equals_uninterrupted_training(tmp_path, mode):
     def run(phase, directory, updates):
-        subprocess.run(
-            [
-                sys.executable,
-                str(TESTS / "resume_run.py"),
-                mode,
-                phase,
-                str(directory),
-                str(updates),
-            ],
-            check=True,
-            cwd=TESTS,
-        )
+        command = [sys.executable, str(TESTS / "resume_run.py"), mode, phase, str(directory)]
+        result = warm_processes.run([*command, str(updates)], cwd=TESTS)  # a process of its own
+        assert result.returncode == 0, result.stderr
 
     run("full", tmp_path / "a", 12)
     run("first", tmp_path / "b", 6)

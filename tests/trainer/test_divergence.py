@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import warm_processes
 from pathgrad.envs import PointMass
 from pathgrad.trainer.divergence import Diverged, SkipWatch
 
@@ -134,12 +134,12 @@ def test_an_excessive_gradient_is_named_with_its_limit(tmp_path):
 def test_a_diverging_run_ends_diverged_with_its_own_exit_status(poisoned, tmp_path):
     folder = Path(sys.modules[poisoned.__module__].__file__).parent
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(folder)}
-    result = subprocess.run(
+    result = warm_processes.run(
         [sys.executable, "-m", "pathgrad", "train", "env.module=poisoned_env",
          "env.name=PoisonedPointMass", "env.num_envs=8", "env.cfg={max_episode_steps: 1000}",
          "trainer.segment_length=8", "trainer.total_updates=200", "eval.frequency_steps=0",
          "trainer.max_consecutive_skipped_updates=4"],
-        cwd=tmp_path, capture_output=True, text=True, env=env,
+        cwd=tmp_path, env=env,
     )  # fmt: skip
     assert result.returncode == 3, result.stderr
     warning, diverged = result.stderr.strip().splitlines()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import warm_processes
 from helpers import TESTS
 from pathgrad.checkpoint import read_checkpoint, read_index
 
@@ -47,7 +47,7 @@ def run_command(args: list[str], cwd: Path, fault: tuple[str, int] | None = None
     if fault is not None:
         script = str(TESTS / "fault_run.py")
         command = [sys.executable, script, fault[0], str(fault[1]), "--", *args]
-    result = subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True)
+    result = warm_processes.run(command, cwd=cwd, env=ENV)  # a process of its own, started warm
     assert "Traceback" not in result.stderr, result.stderr
     return result.returncode
 

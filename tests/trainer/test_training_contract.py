@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import warm_processes
 from pathgrad.core.env_contract import EnvContractError, check_first_result
 from pathgrad.envs import PointMass
 
@@ -68,10 +68,10 @@ MODULE = textwrap.dedent(
 )  # fmt: skip
 def test_a_broken_contract_stops_training_in_one_line(tmp_path, env, line):
     (tmp_path / "broken_envs.py").write_text(MODULE)
-    result = subprocess.run(
+    result = warm_processes.run(
         [PATHGRAD, "train", "env.module=broken_envs", f"env.name={env}", "env.num_envs=16",
          "trainer.total_updates=2", "eval.frequency_steps=0"],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [f"pathgrad: error: {line}."]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import torch
 
 newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
 
+import warm_processes  # noqa: E402
 from helpers import ROOT, assert_same_windows, learning_state  # noqa: E402
 from pathgrad.envs import CartPoleSwingUp  # noqa: E402
 from pathgrad.envs.newton import NewtonCartPoleSwingUp, NewtonEnv, NewtonStep  # noqa: E402
@@ -156,10 +156,9 @@ def test_without_newton_the_error_names_the_extra(tmp_path):
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('No module named newton')\n")
     env = {**os.environ, "PYTHONPATH": str(shadow.parent), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [PATHGRAD, "train", "env.name=NewtonCartPoleSwingUp", "--quiet"],
-        cwd=tmp_path, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+    result = warm_processes.run(
+        [PATHGRAD, "train", "env.name=NewtonCartPoleSwingUp", "--quiet"], cwd=tmp_path, env=env
+    )
     assert result.returncode == 2, result.stderr
     assert "pip install 'pathgrad[newton]'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -191,17 +190,15 @@ def test_the_command_line_trains_evaluates_and_exports_a_newton_env(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     config = str(ROOT / "configs" / "newton_cartpole_swingup.yaml")
     fast = ["trainer.total_updates=2", "env.num_envs=8", "eval.frequency_steps=512"]
-    result = subprocess.run(
+    result = warm_processes.run(
         [PATHGRAD, "train", config, *fast, "eval.num_envs=4", "eval.episodes=4", "--quiet"],
-        cwd=tmp_path, env=env, capture_output=True, text=True,
+        cwd=tmp_path, env=env,
     )  # fmt: skip
     assert result.returncode == 0 and result.stderr == "", result.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith("newton_cart_pole_swing_up-")
     for command in (["eval", str(run_dir), "--json"], ["resume", str(run_dir), "--quiet"]):
-        result = subprocess.run(
-            [PATHGRAD, *command], cwd=tmp_path, env=env, capture_output=True, text=True
-        )
+        result = warm_processes.run([PATHGRAD, *command], cwd=tmp_path, env=env)
         assert result.returncode == 0, result.stderr
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import warm_processes
+
 pytest.importorskip("newton")
 
 from pathgrad.envs.newton.reacher import ASSET  # noqa: E402
@@ -39,7 +41,7 @@ def user_code(folder: Path, model: str) -> Path:
 
 def run(*args: str, cwd: Path, code: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(code)}
-    return subprocess.run([PATHGRAD, *args], cwd=cwd, capture_output=True, text=True, env=env)
+    return warm_processes.run([PATHGRAD, *args], cwd=cwd, env=env)
 
 
 def test_a_relative_model_file_is_found_beside_its_module_from_any_folder(tmp_path):
