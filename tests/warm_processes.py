@@ -223,8 +223,6 @@ def run(
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    check: bool = False,
-    **_: Any,
 ) -> subprocess.CompletedProcess:
     """``subprocess.run(command, capture_output=True, text=True, ...)`` in a warm process."""
     process = start(command, cwd=cwd, env=env)
@@ -234,7 +232,4 @@ def run(
         process.kill()
         process.wait()
         raise
-    result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-    if check:
-        result.check_returncode()
-    return result
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

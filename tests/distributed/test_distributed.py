@@ -58,7 +58,8 @@ def scenarios(names: list[str], nproc: int, directory: Path) -> dict[str, list[d
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory) -> dict[str, list[dict]]:
-    """Every scenario on two ranks, in one torchrun launch (``match`` first, as alone)."""
+    """Every scenario on two ranks, in one torchrun launch (``match`` first in both
+    launches, so that it starts from a fresh process's state as ``one_process``'s does)."""
     names = ["match", "modes", "early_stop", "compiled"]
     return scenarios(names, 2, tmp_path_factory.mktemp("two_ranks"))
 

@@ -19,8 +19,9 @@ wrenches to the wrench it was given (``state.body_f`` plus the wrenches of
 free joints' generalized forces), then converts the sum in place
 (``eval_rigid_tau``); the conversion is undone here and what was given is
 subtracted. The wrench of a step is the mean over its substeps (the mean
-force over the step, as its impulse over ``dt``). Both are read from the forward step's buffers
-by kernels that write only their own: no gradient path, no change to the step.
+force over the step, as its impulse over ``dt``). Both are read from the
+forward step's buffers by kernels that write only their own: no gradient
+path, no change to the step.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ __all__ = ["CONTACT_SIGNAL_FRAMES", "ContactSignal"]
 CONTACT_SIGNAL_FRAMES = ("world_origin", "body")
 
 
+@wp.func
+def _moment_point(com: wp.vec3, about_origin: int) -> wp.vec3:
+    """The point a wrench's torque is taken about: the world origin, or the body's COM."""
+    if about_origin != 0:
+        return wp.vec3(0.0)
+    return com
+
+
 @wp.kernel(enable_backward=False)
 def _add_contact_wrench(
     body_f_converted: wp.array[wp.spatial_vector],
@@ -46,20 +55,20 @@ def _add_contact_wrench(
     about_origin: int,
     total: wp.array[wp.spatial_vector],
 ):
-    """``total += scale (external wrench after contacts - wrench given)`` per body,
-    about the body's COM, or about the world origin when ``about_origin``."""
+    """``total += scale (external wrench after contacts - wrench given)`` per body, its
+    torque about :func:`_moment_point` (the converted wrench's is about the solve origin,
+    the given one's about the COM)."""
     body = wp.tid()
     converted = body_f_converted[body]
     com = wp.transform_get_translation(body_q_com[body])
+    point = _moment_point(com, about_origin)
     force = -wp.spatial_top(converted)
-    torque = -wp.spatial_bottom(converted) - wp.cross(com - body_solve_origin[body], force)
+    torque = -wp.spatial_bottom(converted) - wp.cross(point - body_solve_origin[body], force)
     given = body_f_given[body]
-    if about_origin != 0:
-        torque = torque + wp.cross(com, force)
-        given_force = wp.spatial_top(given)
-        given_torque = wp.spatial_bottom(given) + wp.cross(com, given_force)
-        given = wp.spatial_vector(given_force, given_torque)
-    total[body] = total[body] + scale * (wp.spatial_vector(force, torque) - given)
+    given_force = wp.spatial_top(given)
+    given_torque = wp.spatial_bottom(given) + wp.cross(com - point, given_force)
+    change = wp.spatial_vector(force - given_force, torque - given_torque)
+    total[body] = total[body] + scale * change
 
 
 @wp.kernel(enable_backward=False)
@@ -98,8 +107,8 @@ def _remove_free_joint_wrench(
     child = joint_child[joint]
     force = wp.vec3(joint_f[start + 0], joint_f[start + 1], joint_f[start + 2])
     torque = wp.vec3(joint_f[start + 3], joint_f[start + 4], joint_f[start + 5])
-    if about_origin != 0:
-        torque = torque + wp.cross(wp.transform_get_translation(body_q_com[child]), force)
+    com = wp.transform_get_translation(body_q_com[child])
+    torque = torque + wp.cross(com - _moment_point(com, about_origin), force)  # COM -> point
     total[child] = total[child] - scale * wp.spatial_vector(force, torque)
 
 
