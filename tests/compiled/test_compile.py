@@ -114,8 +114,11 @@ def _apg_cfg(**fields):
 )
 def test_torch_compile_gives_the_results_of_eager(tmp_path, settings, scope):
     settings = {"dtype": "float64", "eval_frequency_steps": 0, **settings}
-    if scope == "update":  # entropy bonus, coupled weight decay, clipped actions too
-        settings.update(algorithm_cfg=_apg_cfg(ent_coef=0.01), clip_actions_to_space=True)
+    if scope == "update":  # entropy bonus, coupled weight decay, clipped actions too;
+        # 8 envs x 2 actions: the chunks' noise and resets drawn in one call each
+        settings.update(
+            algorithm_cfg=_apg_cfg(ent_coef=0.01), clip_actions_to_space=True, num_envs=8
+        )
     eager = build_point_mass_trainer(tmp_path / "eager", **settings)
     eager.train(total_updates=3)
     compiled = build_point_mass_trainer(tmp_path / "compiled", torch_compile=True, **settings)
@@ -134,6 +137,9 @@ def test_torch_compile_gives_the_results_of_eager(tmp_path, settings, scope):
     assert compiled.algorithm.last_policy_entropy == pytest.approx(
         eager.algorithm.last_policy_entropy, rel=1e-9
     )
+    if scope == "update":
+        update = compiled.compiled_update
+        assert update._noise_draws.verified[3] and update._reset_draws.verified[3]
 
 
 def test_compile_chunk_steps_must_be_positive(tmp_path):

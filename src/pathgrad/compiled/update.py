@@ -24,6 +24,7 @@ near a minute whatever the window, and Inductor's caches make it seconds after.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ import torch
 
 from pathgrad.algo.apg import APG
 from pathgrad.compiled.rollout import supports_fused_steps
+from pathgrad.compiled.window_draws import WindowDraws
 from pathgrad.core.action_bounds import clamp_action
 from pathgrad.core.episodes import EpisodeTracker, first_episode_mask
 from pathgrad.normalization import apply_normalization
@@ -118,6 +120,7 @@ class CompiledAPGUpdate:
             self._optimizer_step, dynamic=False, options=options
         )
         self.first_update_seconds: float | None = None  # compile time, mostly
+        self._noise_draws, self._reset_draws = _window_draws(env, policy, self.deterministic)
         self._entropy_count = 0
 
     def run(self, num_steps: int, before_optimizer_step: Callable[[], None]) -> dict[str, float]:
@@ -138,6 +141,18 @@ class CompiledAPGUpdate:
         if self.first_update_seconds is None:
             self.first_update_seconds = time.perf_counter() - started
         return metrics
+
+    def _guard_stance(self) -> Any:
+        """After the first update, compiled calls skip the evaluation of their guards.
+
+        Each compiled program has one entry: its inputs keep their kinds, shapes,
+        dtypes and devices from call to call (the carried inputs require grad in
+        every chunk; the Adam constants never change), so the guards, which cost
+        more per call than a small chunk's kernels, would always pass.
+        """
+        if self.first_update_seconds is None:
+            return contextlib.nullcontext()
+        return torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
 
     def _accumulate(self, num_steps: int) -> dict[str, torch.Tensor]:
         """Roll out and backpropagate every segment; the loss terms summed."""
@@ -163,7 +178,7 @@ class CompiledAPGUpdate:
         self, observation: torch.Tensor, num_steps: int, discount: torch.Tensor | None
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """One TBPTT segment: chunks forward, one backward, bookkeeping."""
-        env, policy = self.env, self.policy
+        env = self.env
         normalizer = self.collector.observation_normalizer
         normalization = None if normalizer is None else normalizer.constants(observation.dtype)
         state, elapsed = env.state, env.elapsed_steps
@@ -176,11 +191,8 @@ class CompiledAPGUpdate:
         done_steps = 0
         while done_steps < num_steps:
             count = min(self.chunk_steps, num_steps - done_steps)
-            noises = _stacked(
-                [policy.sample_noise(observation, self.deterministic) for _ in range(count)]
-            )
-            resets = [env.draw_reset_states() for _ in range(count)]
-            resets = {key: torch.stack([reset[key] for reset in resets]) for key in resets[0]}
+            noises = self._noise_draws.draw(count, observation.detach())
+            resets = self._reset_draws.draw(count)
             if discount is None:
                 discount = torch.ones(env.num_envs, dtype=env.dtype, device=env.device)
             if returns is None:
@@ -188,14 +200,16 @@ class CompiledAPGUpdate:
                 entropy_returns = torch.zeros_like(discount)
                 if self.algorithm.cfg.ent_coef != 0.0:
                     entropy_returns.requires_grad_()
-            chunk = self._compiled_chunk if count == self.chunk_steps else self._chunk
-            (
-                observation, state, elapsed, discount, returns, entropy_returns,
-                chunk_observations, chunk_rewards, chunk_dones, chunk_entropy,
-            ) = chunk(
-                observation, state, elapsed, discount, returns, entropy_returns,
-                noises, resets, normalization,
-            )  # fmt: skip
+            compiled = count == self.chunk_steps
+            chunk = self._compiled_chunk if compiled else self._chunk
+            with self._guard_stance() if compiled else contextlib.nullcontext():
+                (
+                    observation, state, elapsed, discount, returns, entropy_returns,
+                    chunk_observations, chunk_rewards, chunk_dones, chunk_entropy,
+                ) = chunk(
+                    observation, state, elapsed, discount, returns, entropy_returns,
+                    noises, resets, normalization,
+                )  # fmt: skip
             observations.append(chunk_observations)
             rewards.append(chunk_rewards)
             dones.append(chunk_dones)
@@ -301,7 +315,7 @@ class CompiledAPGUpdate:
             parameter.grad if parameter.grad is not None else torch.zeros_like(parameter)
             for parameter in self.parameters
         ]
-        with torch.no_grad():
+        with torch.no_grad(), self._guard_stance():
             norm, finite, applied = self._compiled_optimizer_step(
                 self.parameters,
                 gradients,
@@ -403,9 +417,31 @@ class CompiledAPGUpdate:
         return norm, finite, apply
 
 
-def _stacked(noises: list[torch.Tensor | None]) -> torch.Tensor | None:
-    """The steps' noises as one ``[K, N, A]`` tensor (``None`` when acting deterministically)."""
-    return None if noises[0] is None else torch.stack(noises)
+def _window_draws(env: Any, policy: Any, deterministic: bool) -> tuple[WindowDraws, WindowDraws]:
+    """The chunks' policy noise (torch's global RNG) and reset states (the env's generator),
+    each drawn for a whole chunk in one call where that is shown to give the same numbers
+    (CPU only: CUDA's generators advance differently for one large draw)."""
+    cpu = device_type(env) == "cpu"
+
+    def noise_window(count: int, observation: torch.Tensor) -> torch.Tensor | None:
+        return policy.sample_noise(observation.expand(count, *observation.shape), deterministic)
+
+    noises = WindowDraws(
+        lambda observation: policy.sample_noise(observation, deterministic),
+        noise_window,
+        torch.get_rng_state,
+        torch.set_rng_state,
+        batch=cpu,
+    )
+    reset_window = getattr(env, "draw_reset_window", None)
+    resets = WindowDraws(
+        env.draw_reset_states,
+        reset_window,
+        lambda: env.generator.get_state(),
+        lambda state: env.generator.set_state(state),
+        batch=cpu and reset_window is not None,
+    )
+    return noises, resets
 
 
 def device_type(env: Any) -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,8 @@ class BatchedDifferentiableEnv(ABC):
     # What the env supports: the dtypes its physics computes in, and torch.compile.
     supported_dtypes: tuple[str, ...] = ("float32", "float64")
     supports_torch_compile: bool = True
+    # Where _uniform takes its samples while draw_reset_window plans or replays (None: rand).
+    _uniform_source: Callable[[float, float, tuple[int, ...]], torch.Tensor] | None = None
 
     def __init__(
         self,
@@ -144,6 +147,8 @@ class BatchedDifferentiableEnv(ABC):
     # Contract.
     def _uniform(self, low: float, high: float, *shape: int) -> torch.Tensor:
         """Uniform samples from the env's generator."""
+        if self._uniform_source is not None:
+            return self._uniform_source(low, high, shape)
         sample = torch.rand(shape, generator=self.generator, device=self.device, dtype=self.dtype)
         return low + (high - low) * sample
 
@@ -221,6 +226,48 @@ class BatchedDifferentiableEnv(ABC):
         auto-resets, so the generator advances the same whatever is done.
         """
         return self._initial_state(self.num_envs)
+
+    def draw_reset_window(self, count: int) -> State:
+        """``count`` steps' :meth:`draw_reset_states` at once, each entry ``[count, N, ...]``.
+
+        The uniform samples (:meth:`_uniform`) of all ``count`` steps come from the
+        generator in one call, in the order the steps would draw them, and one
+        call of :meth:`_initial_state` builds the ``count * N`` rows. That equals
+        ``count`` calls of :meth:`draw_reset_states` bit for bit when the env
+        draws only through :meth:`_uniform`, builds each row on its own and its
+        generator draws serially (CPU); :class:`pathgrad.compiled.window_draws.WindowDraws`
+        checks it once before relying on it.
+        """
+        num = self.num_envs
+        shapes: list[tuple[int, ...]] = []
+
+        def plan(low: float, high: float, shape: tuple[int, ...]) -> torch.Tensor:
+            shapes.append(shape)
+            return torch.zeros(shape, device=self.device, dtype=self.dtype)
+
+        self._uniform_source = plan
+        try:
+            self._initial_state(num)
+        finally:
+            self._uniform_source = None
+        sizes = [math.prod(shape) for shape in shapes]
+        pool = torch.rand(
+            (count, sum(sizes)), generator=self.generator, device=self.device, dtype=self.dtype
+        )
+        starts = iter([sum(sizes[:index]) for index in range(len(sizes))])
+        widths = iter(sizes)
+
+        def replay(low: float, high: float, shape: tuple[int, ...]) -> torch.Tensor:
+            start = next(starts)
+            sample = pool[:, start : start + next(widths)].reshape(shape)
+            return low + (high - low) * sample
+
+        self._uniform_source = replay
+        try:
+            states = self._initial_state(count * num)
+        finally:
+            self._uniform_source = None
+        return {key: value.reshape(count, num, *value.shape[1:]) for key, value in states.items()}
 
     def transition(
         self,
