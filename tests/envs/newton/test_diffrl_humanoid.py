@@ -213,9 +213,9 @@ def test_the_action_jacobian_of_one_step_in_contact_agrees_with_finite_differenc
 
 
 def test_the_state_jacobian_in_contact_agrees_with_finite_differences():
-    """d(next joint state)/d(torso position and hinge angles) while landing: the hinge
-    angles move the mass matrix, whose adjoints from the 47 substeps reusing it reach them;
-    moving along x or y moves only x or y."""
+    """d(next joint state)/d(torso position and hinge angles) while landing. The hinge
+    angles move the step's mass matrix: without the adjoints of the 47 substeps reusing it
+    (MassMatrixCachingSimulation) this check fails. Moving along x or y moves only x or y."""
     env, start = _landing()
     action = torch.zeros(1, 21)
 
