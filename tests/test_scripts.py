@@ -64,8 +64,9 @@ def test_overhead_benchmark_quick_mode_prints_the_ratio(tmp_path):
         *("--quick", "--compile", "--chunk-steps", "2"),
         cwd=tmp_path,
     )
-    assert "| envs | hand-written | pathgrad | compiled update (chunk 2) |" in output
-    assert "\n| 16 | " in output and "compile update, 16 envs, chunk 2: " in output
+    header = "| algorithm | envs | hand-written | pathgrad | compiled update (chunk 2) |"
+    assert header in output
+    assert "\n| APG | 16 | " in output and "compile apg update, 16 envs, chunk 2: " in output
 
 
 def test_overhead_benchmark_compares_thread_counts(tmp_path):
@@ -75,7 +76,7 @@ def test_overhead_benchmark_compares_thread_counts(tmp_path):
         cwd=tmp_path,
     )
     assert "threads 1 vs 2" in output and "| envs | 1 threads | 2 threads |" in output
-    row = next(line for line in output.splitlines() if line.startswith("| 16 | "))
+    row = next(line for line in output.splitlines() if line.startswith("| APG | 16 | "))
     assert "(1.000)" in row and float(row.rsplit("(", 1)[1].split(")")[0]) > 0
 
 

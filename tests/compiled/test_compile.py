@@ -105,7 +105,12 @@ def _apg_cfg(**fields):
             "rollout",
         ),
         (
-            {"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3, "algorithm": "shac"},
+            {
+                "action_adjoint_max_norm": 0.0,
+                "compile_chunk_steps": 3,
+                "algorithm": "shac",
+                "compile_scope": "rollout",
+            },
             "rollout",
         ),
         ({}, "step"),
