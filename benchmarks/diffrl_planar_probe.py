@@ -1,4 +1,4 @@
-"""DiffRLHopper and DiffRLHalfCheetah: window-gradient growth and throughput.
+"""DiffRLHopper, DiffRLHalfCheetah and DiffRLHumanoid: window-gradient growth and throughput.
 
 Sections (both by default, or those named):
 
@@ -6,10 +6,11 @@ Sections (both by default, or those named):
   1, 4, 16 and 32 steps from the state after 30 random steps, 16 envs (median and max
   over envs). ``--contact-kd`` repeats it with another Newton contact damping.
 - ``--speed``: env-steps/s of a 32-step window (the configs' ``segment_length``) at the
-  configs' ``num_envs`` (Hopper 256, HalfCheetah 64), forward (no graph) and forward +
-  backward.
+  configs' ``num_envs`` (Hopper 256, HalfCheetah and Humanoid 64), forward (no graph) and
+  forward + backward.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/diffrl_planar_probe.py [--env DiffRLHopper]``.
+Run: ``OMP_NUM_THREADS=1 python benchmarks/diffrl_planar_probe.py [--env DiffRLHopper]``
+(every env by default).
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ import time
 
 import torch
 
-from pathgrad.envs.newton import DiffRLHalfCheetah, DiffRLHopper
+from pathgrad.envs.newton import DiffRLHalfCheetah, DiffRLHopper, DiffRLHumanoid
 
-ENVS = {"DiffRLHopper": (DiffRLHopper, 256), "DiffRLHalfCheetah": (DiffRLHalfCheetah, 64)}
+ENVS = {
+    "DiffRLHopper": (DiffRLHopper, 256),
+    "DiffRLHalfCheetah": (DiffRLHalfCheetah, 64),
+    "DiffRLHumanoid": (DiffRLHumanoid, 64),
+}
 WINDOWS = (1, 4, 16, 32)
 
 
@@ -102,7 +107,7 @@ def speed(name: str, window: int = 32, repeats: int = 2) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", choices=list(ENVS), action="append", help="default: both")
+    parser.add_argument("--env", choices=list(ENVS), action="append", help="default: all")
     parser.add_argument("--gradients", action="store_true", help="run the gradients section")
     parser.add_argument("--speed", action="store_true", help="run the speed section")
     parser.add_argument("--contact-kd", type=float, help="also the gradients at this contact kd")

@@ -12,11 +12,14 @@ step fused in compiled chunks, loss and optimizer eager) one contender;
 compilation happens before timing and its seconds are printed.
 ``--compare-threads 1 2`` times the hand-written loop at each thread count
 instead (where intra-op threads start to pay: ``pathgrad.trainer.threads``).
+``--algorithm shac sapo`` adds rows of those algorithms (their default critics
+and critic passes; no hand-written loop, so their ratios are to the eager
+trainer).
 
 Run: ``python benchmarks/overhead.py [--num-envs 16 64 1024] [--window 32]
 [--updates 60] [--repeats 7] [--env pendulum]
 [--compile [--chunk-steps 8 ...] [--compile-scope update rollout]]
-[--compare-threads 1 2] [--num-threads N|auto] [--quick]``
+[--algorithm apg shac sapo] [--compare-threads 1 2] [--num-threads N|auto] [--quick]``
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ MAX_GRAD_NORM = 1.0
 
 ENVS = {"point_mass": "PointMass", "pendulum": "Pendulum"}
 ENV_NAME = "point_mass"  # set by --env
+ALGORITHM = "apg"  # set per row by --algorithm
 
 
 def build(num_envs: int, seed: int):
@@ -77,15 +81,13 @@ def make_trainer(
     num_envs: int, window: int, seed: int, chunk_steps: int | None = None, scope: str = "update"
 ):
     """The pathgrad trainer doing the same updates."""
+    from pathgrad.algo.registry import get_algorithm
+
     env, policy = build(num_envs, seed)
-    algorithm = pathgrad.APG(
-        pathgrad.APGCfg(
-            gamma=GAMMA,
-            max_grad_norm=MAX_GRAD_NORM,
-            optimizer=pathgrad.OptimizerCfg(learning_rate=LEARNING_RATE),
-        ),
-        policy,
-    )
+    factory, cfg_type = get_algorithm(ALGORITHM)
+    optimizer = {"name": "adamw" if ALGORITHM == "sapo" else "adam", "learning_rate": LEARNING_RATE}
+    cfg = cfg_type(gamma=GAMMA, max_grad_norm=MAX_GRAD_NORM, optimizer=optimizer)
+    algorithm = factory(cfg, policy, env)
     cfg = pathgrad.DifferentiableTrainerCfg(
         segment_length=window,
         torch_compile=chunk_steps is not None,
@@ -106,8 +108,8 @@ def pathgrad_trainer(num_envs: int, window: int, updates: int, seed: int) -> flo
     return time.perf_counter() - start
 
 
-_COMPILED: dict[tuple[int, int, int, str], pathgrad.DifferentiableTrainer] = {}
-COMPILE_SECONDS: dict[tuple[int, int, str], float] = {}
+_COMPILED: dict[tuple[str, int, int, int, str], pathgrad.DifferentiableTrainer] = {}
+COMPILE_SECONDS: dict[tuple[str, int, int, str], float] = {}
 
 
 def pathgrad_compiled(chunk_steps: int, scope: str):
@@ -120,12 +122,12 @@ def pathgrad_compiled(chunk_steps: int, scope: str):
     """
 
     def run(num_envs: int, window: int, updates: int, seed: int) -> float:
-        key = (num_envs, window, chunk_steps, scope)
+        key = (ALGORITHM, num_envs, window, chunk_steps, scope)
         if key not in _COMPILED:
             start = time.perf_counter()
             _COMPILED[key] = make_trainer(num_envs, window, seed, chunk_steps, scope)
             _COMPILED[key].train(total_updates=2)
-            COMPILE_SECONDS[(num_envs, chunk_steps, scope)] = time.perf_counter() - start
+            COMPILE_SECONDS[(ALGORITHM, num_envs, chunk_steps, scope)] = time.perf_counter() - start
         trainer = _COMPILED[key]
         start = time.perf_counter()
         trainer.train(total_updates=trainer.num_updates + updates)
@@ -162,7 +164,7 @@ def median_rates(
 
 
 def main() -> None:
-    global ENV_NAME
+    global ENV_NAME, ALGORITHM
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 1024])
     parser.add_argument("--env", default=ENV_NAME, choices=sorted(ENVS), help="the dynamics")
@@ -190,6 +192,13 @@ def main() -> None:
         nargs="+",
         help="instead: the hand-written loop at each of these thread counts (ratio to the first)",
     )
+    parser.add_argument(
+        "--algorithm",
+        nargs="+",
+        default=["apg"],
+        choices=["apg", "shac", "sapo"],
+        help="rows per algorithm (shac, sapo: no hand-written loop; ratios to the eager trainer)",
+    )
     parser.add_argument("--quick", action="store_true", help="a few short runs (for tests)")
     args = parser.parse_args()
     ENV_NAME = args.env
@@ -216,21 +225,29 @@ def main() -> None:
         "env-steps/s (ratio to the first column)"
     )
     print()
-    print("| envs | " + " | ".join(contenders) + " |")
-    print("|---:|" + "---:|" * len(contenders))
-    for num_envs in args.num_envs:
-        if not args.compare_threads:
-            use_num_threads(setting, num_envs)
-        medians = median_rates(
-            contenders, num_envs, args.window, args.updates, args.repeats, args.seed
-        )
-        base = next(iter(medians.values()))
-        cells = [f"{value:,.0f} ({value / base:.3f})" for value in medians.values()]
-        print(f"| {num_envs} | " + " | ".join(cells) + " |")
+    print("| algorithm | envs | " + " | ".join(contenders) + " |")
+    print("|---|---:|" + "---:|" * len(contenders))
+    for ALGORITHM in args.algorithm:
+        row = contenders
+        if ALGORITHM != "apg":  # the hand-written loop is APG's
+            row = {name: run for name, run in contenders.items() if name != "hand-written"}
+        for num_envs in args.num_envs:
+            if not args.compare_threads:
+                use_num_threads(setting, num_envs)
+            medians = median_rates(
+                row, num_envs, args.window, args.updates, args.repeats, args.seed
+            )
+            base = next(iter(medians.values()))
+            cells = [
+                f"{medians[name]:,.0f} ({medians[name] / base:.3f})" if name in medians else "-"
+                for name in contenders
+            ]
+            print(f"| {ALGORITHM.upper()} | {num_envs} | " + " | ".join(cells) + " |")
     if COMPILE_SECONDS:
         print()
-        for (num_envs, chunk_steps, scope), seconds in COMPILE_SECONDS.items():
-            print(f"compile {scope}, {num_envs} envs, chunk {chunk_steps}: {seconds:.1f} s")
+        for (algorithm, num_envs, chunk_steps, scope), seconds in COMPILE_SECONDS.items():
+            label = f"{algorithm} {scope}, {num_envs} envs, chunk {chunk_steps}"
+            print(f"compile {label}: {seconds:.1f} s")
 
 
 if __name__ == "__main__":

@@ -64,8 +64,9 @@ def test_overhead_benchmark_quick_mode_prints_the_ratio(tmp_path):
         *("--quick", "--compile", "--chunk-steps", "2"),
         cwd=tmp_path,
     )
-    assert "| envs | hand-written | pathgrad | compiled update (chunk 2) |" in output
-    assert "\n| 16 | " in output and "compile update, 16 envs, chunk 2: " in output
+    header = "| algorithm | envs | hand-written | pathgrad | compiled update (chunk 2) |"
+    assert header in output
+    assert "\n| APG | 16 | " in output and "compile apg update, 16 envs, chunk 2: " in output
 
 
 def test_overhead_benchmark_compares_thread_counts(tmp_path):
@@ -75,7 +76,7 @@ def test_overhead_benchmark_compares_thread_counts(tmp_path):
         cwd=tmp_path,
     )
     assert "threads 1 vs 2" in output and "| envs | 1 threads | 2 threads |" in output
-    row = next(line for line in output.splitlines() if line.startswith("| 16 | "))
+    row = next(line for line in output.splitlines() if line.startswith("| APG | 16 | "))
     assert "(1.000)" in row and float(row.rsplit("(", 1)[1].split(")")[0]) > 0
 
 
@@ -242,3 +243,19 @@ def test_the_gpu_check_dry_run_reports_every_section(tmp_path):
     (ant,) = report["ant"]
     assert ant["status"] == "ok" and ant["shac_status"] == "ok", ant
     assert ant["forward_env_steps_per_s"] > ant["forward_backward_env_steps_per_s"] > 0
+
+
+def test_rollout_still_puts_evenly_spaced_frames_side_by_side(tmp_path):
+    from PIL import Image
+
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255)]
+    frames = [Image.new("RGB", (8, 6), colour) for colour in colours]
+    gif = tmp_path / "rollout.gif"
+    frames[0].save(gif, save_all=True, append_images=frames[1:], duration=50)
+    still = tmp_path / "still.png"
+    run_script(str(ROOT / "benchmarks" / "rollout_still.py"), str(gif), "-o", str(still),
+               "--frames", "3", cwd=tmp_path)  # fmt: skip
+    with Image.open(still) as image:
+        assert image.size == (24, 6)
+        picked = [image.getpixel((4 + 8 * index, 3))[:3] for index in range(3)]
+    assert picked == [colours[0], colours[2], colours[4]]

@@ -146,6 +146,23 @@ class DifferentiableRollout:
         dones = self.dones
         return dones if dones.shape[0] == 0 else first_episode_mask(dones)
 
+    @property
+    def terminated(self) -> torch.Tensor:
+        """Terminal flags ``[T, N]``."""
+        return self._stack("terminated", (0, self.initial_observation.shape[0]), torch.bool)
+
+    @property
+    def final_observations(self) -> torch.Tensor:
+        """Each step's ``info["final_observation"]`` ``[T, N, D]`` (pre-reset, graph kept)."""
+        return torch.stack([step.info["final_observation"] for step in self.transitions])
+
+    def policy_outputs(self, key: str) -> torch.Tensor | None:
+        """The policy's ``key`` output ``[T, N, ...]`` (graph kept); ``None`` if a step lacks it."""
+        outputs = [transition.policy_output for transition in self.transitions]
+        if not outputs or any(key not in output for output in outputs):
+            return None
+        return torch.stack([output[key] for output in outputs])
+
 
 class DifferentiableCollector:
     """Steps a policy through a differentiable env, keeping the graph.

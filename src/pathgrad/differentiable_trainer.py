@@ -16,8 +16,7 @@ from pathgrad.collector import (
     DifferentiableRollout,
     DifferentiableTransition,
 )
-from pathgrad.compiled.compilation import compile_training
-from pathgrad.compiled.update import CompiledAPGUpdate
+from pathgrad.compiled.compilation import CompiledUpdate, compile_training
 from pathgrad.core.episodes import EpisodeTracker
 from pathgrad.distributed.ranks import attach, end_of_update
 from pathgrad.distributed.sync import DataParallel
@@ -162,7 +161,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         # notify(message): a line about the run worth a user's attention (a skipped
         # update, a non-finite evaluation); the command line prints it as a warning.
         self.notify: Callable[[str], None] = _warn
-        self.compiled_update: CompiledAPGUpdate | None = None
+        self.compiled_update: CompiledUpdate | None = None
         self.compile_scope = "off"  # what torch_compile compiles, and why (compile_scope_reason)
         self.compile_scope_reason = "trainer.torch_compile is false"
         attach(self, data_parallel or DataParallel())

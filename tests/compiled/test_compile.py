@@ -105,7 +105,12 @@ def _apg_cfg(**fields):
             "rollout",
         ),
         (
-            {"action_adjoint_max_norm": 0.0, "compile_chunk_steps": 3, "algorithm": "shac"},
+            {
+                "action_adjoint_max_norm": 0.0,
+                "compile_chunk_steps": 3,
+                "algorithm": "shac",
+                "compile_scope": "rollout",
+            },
             "rollout",
         ),
         ({}, "step"),
@@ -139,7 +144,7 @@ def test_torch_compile_gives_the_results_of_eager(tmp_path, settings, scope):
     )
     if scope == "update":
         update = compiled.compiled_update
-        assert update._noise_draws.verified[3] and update._reset_draws.verified[3]
+        assert update.draws.noises.verified[3] and update.draws.resets.verified[3]
 
 
 def test_compile_chunk_steps_must_be_positive(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from helpers import build_point_mass_trainer, learning_state
-from pathgrad.compiled.update import CompiledAPGUpdate, _adam_constants
+from pathgrad.compiled.adam import adam_constants, clipped_adam_step
 
 
 def _uncompiled(trainer):
@@ -19,7 +19,7 @@ def _uncompiled(trainer):
     update = trainer.compiled_update
     assert update is not None
     update._compiled_chunk = update._chunk
-    update._compiled_optimizer_step = update._optimizer_step
+    update.optimizer_step._compiled = clipped_adam_step
     return trainer
 
 
@@ -44,7 +44,7 @@ def test_optimizer_step_equals_clip_and_torch_optim(name, weight_decay):
     theirs = [value.clone().requires_grad_() for value in ours]
     kind = torch.optim.Adam if name == "adam" else torch.optim.AdamW
     optimizer = kind(theirs, lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=weight_decay)
-    constants = _adam_constants(optimizer, 0.7, 0.0)
+    constants = adam_constants(optimizer, 0.7, 0.0)
     exp_avgs = [torch.zeros_like(value) for value in ours]
     exp_avg_sqs = [torch.zeros_like(value) for value in ours]
     steps = [torch.zeros(()) for _ in ours]
@@ -56,7 +56,7 @@ def test_optimizer_step_equals_clip_and_torch_optim(name, weight_decay):
         optimizer.step()
         learning_rate = torch.tensor(0.05, dtype=torch.float64)
         loss = torch.tensor(1.0, dtype=torch.float64)
-        norm, finite, applied = CompiledAPGUpdate._optimizer_step(
+        norm, finite, applied = clipped_adam_step(
             ours, gradients, exp_avgs, exp_avg_sqs, steps, learning_rate, loss, constants
         )
         assert bool(finite) and bool(applied)
@@ -79,7 +79,7 @@ def test_a_skipped_optimizer_step_changes_nothing(case):
     limit = 1.0 if case == "norm-over-limit" else 0.0
     constants = (0.9, 0.999, 1e-8, 0.0, False, 1.0, limit)
     before = [tensor.clone() for tensor in (*parameters, *states, *steps)]
-    norm, finite, applied = CompiledAPGUpdate._optimizer_step(
+    norm, finite, applied = clipped_adam_step(
         parameters, gradients, states[:1], states[1:], steps,
         torch.tensor(0.1, dtype=torch.float64), loss, constants,
     )  # fmt: skip
@@ -156,7 +156,11 @@ def test_resume_of_a_compiled_update_run_is_exact(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "reason"),
     [
-        ({"algorithm": "shac"}, "the algorithm is SHAC, not APG"),
+        ({"algorithm": "ahac_stiffness"}, "the algorithm is StiffnessAHAC, not APG, SHAC or SAPO"),
+        (
+            {"algorithm": "ahac", "contacts": True},
+            "AHAC reads info['contact_forces', 'accelerations']",
+        ),
         ({"rollout_mode": "complete", "update_horizon": 8}, "rollout_mode is 'complete'"),
         ({"action_adjoint_max_norm": 5.0}, "per-step gradient hooks are on"),
         ({"compile_scope": "rollout"}, "trainer.compile_scope is 'rollout'"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from pathgrad.algo.base import BaseAlgorithm, RolloutKind
@@ -92,6 +94,9 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         self._reset_accumulators()
         # Mean entropy per sampled action in the last finished update (None: none sampled).
         self.last_policy_entropy: float | None = None
+        # clip and step in one compiled program (set by pathgrad.compiled): the loss
+        # total in, (norm before clipping, stepped) out; None: clip_grad_norm_ and step()
+        self.fused_step: Callable[[torch.Tensor], tuple[float, bool]] | None = None
 
     def _reset_accumulators(self) -> None:
         self._update_valid = True
@@ -282,6 +287,22 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         if not self._update_valid:
             self._update_active = False
             return self._accumulated_metrics(float("nan"), skipped=True, excessive=False)
+        norm, stepped = self._clip_and_step()
+        if not stepped:
+            self._update_active = False
+            return self._accumulated_metrics(norm, skipped=True, excessive=True)
+        self._step_scheduler()
+        self._update_active = False
+        return self._accumulated_metrics(norm, skipped=False, excessive=False)
+
+    def _clip_and_step(self) -> tuple[float, bool]:
+        """Clip the gradient and step, unless its norm is not finite or over the limit.
+
+        Returns the norm before clipping and whether the optimizer stepped.
+        :attr:`fused_step`, where set, does it instead.
+        """
+        if self.fused_step is not None:
+            return self.fused_step(self._loss_total)
         grad_norm = torch.nn.utils.clip_grad_norm_(
             tuple(self.policy.parameters()), self.cfg.max_grad_norm
         )
@@ -289,12 +310,9 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         limit = self.cfg.max_grad_norm_before_clip
         if not torch.isfinite(grad_norm) or (limit > 0.0 and norm > limit):
             self.optimizer.zero_grad(set_to_none=True)
-            self._update_active = False
-            return self._accumulated_metrics(norm, skipped=True, excessive=True)
+            return norm, False
         self.optimizer.step()
-        self._step_scheduler()
-        self._update_active = False
-        return self._accumulated_metrics(norm, skipped=False, excessive=False)
+        return norm, True
 
     def _synchronize_ranks(self) -> None:
         """Data-parallel: average gradients and loss terms; a skip on any rank skips all."""
@@ -335,11 +353,9 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
 
     def _entropies(self, rollout: DifferentiableRollout) -> torch.Tensor | None:
         """Policy entropies ``[T, N]``, without a graph when the bonus is off (recorded)."""
-        if "entropy" not in rollout.transitions[0].policy_output:
+        entropies = rollout.policy_outputs("entropy")
+        if entropies is None:
             return None
-        entropies = torch.stack(
-            [transition.policy_output["entropy"] for transition in rollout.transitions]
-        )
         self.record_policy_entropy(entropies)
         return entropies if self.cfg.ent_coef != 0.0 else entropies.detach()
 

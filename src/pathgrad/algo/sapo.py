@@ -223,10 +223,10 @@ class SAPO(SHAC):
 
     def _action_entropies(self, rollout: DifferentiableRollout) -> torch.Tensor:
         """The policy's ``entropy`` ``[T, N]`` at every step, with its graph."""
-        outputs = [transition.policy_output for transition in rollout.transitions]
-        if any("entropy" not in output for output in outputs):
+        entropies = rollout.policy_outputs("entropy")
+        if entropies is None:
             raise ValueError("SAPO needs a stochastic policy whose outputs carry 'entropy'.")
-        return torch.stack([output["entropy"] for output in outputs])
+        return entropies
 
     def _window_rewards(self, rollout: DifferentiableRollout) -> tuple[torch.Tensor, torch.Tensor]:
         """``reward_scale r + alpha b`` for the actor; the critics' part without the bonus."""

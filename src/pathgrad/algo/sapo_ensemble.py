@@ -139,12 +139,11 @@ class SAPOEnsemble(SHAC):
 
     def _action_entropies(self, rollout: DifferentiableRollout) -> torch.Tensor:
         """``-log pi(a_t | s_t)`` ``[T, N]`` in the normalized action box, with its graph."""
-        outputs = [transition.policy_output for transition in rollout.transitions]
-        if any("log_prob" not in output for output in outputs):
+        log_probs = rollout.policy_outputs("log_prob")
+        if log_probs is None:
             raise ValueError(
                 "SAPO-ensemble needs a stochastic policy whose outputs carry 'log_prob'."
             )
-        log_probs = torch.stack([output["log_prob"] for output in outputs])
         if getattr(self.policy, "squash", False):
             log_probs = log_probs + self.policy.action_half_range.log().sum()
         return -log_probs

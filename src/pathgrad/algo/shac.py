@@ -10,7 +10,7 @@ averaged target critic supplies the bootstrap values.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -190,6 +190,8 @@ class SHAC(APG):
         self.critic_schedule.apply(self.critic_optimizer)
         self._windows: list[dict[str, torch.Tensor]] = []
         self.critic_updates = 0  # updates with a critic step so far (ends the warm-up)
+        # _critic_step as one compiled program (set by pathgrad.compiled); None: eager
+        self.fused_critic_step: Callable[..., torch.Tensor] | None = None
 
     def _make_critic(self, observation_dim: int) -> nn.Module:
         """The critic network: an MLP from the (normalized) observation to one value."""
@@ -245,11 +247,10 @@ class SHAC(APG):
             raise RuntimeError("Call begin_update() before accumulating a segment.")
         if rollout.num_steps == 0:
             raise ValueError("SHAC requires a non-empty differentiable rollout.")
-        transitions = rollout.transitions
         rewards, critic_rewards = self._window_rewards(rollout)
         dones = rollout.dones
-        terminated = torch.stack([t.terminated for t in transitions])
-        final_observations = torch.stack([t.info["final_observation"] for t in transitions])
+        terminated = rollout.terminated
+        final_observations = rollout.final_observations
         steps = rollout.num_steps
         discounts, _ = restarting_discounts(dones, self.cfg.gamma, torch.ones_like(rewards[0]))
         discounts = discounts.detach()
@@ -282,14 +283,12 @@ class SHAC(APG):
     @staticmethod
     def _critic_window(rollout: DifferentiableRollout, rewards: torch.Tensor) -> dict:
         """What the critic learns from of one window (no graph), with its ``rewards``."""
-        transitions = rollout.transitions
-        final_observations = torch.stack([t.info["final_observation"] for t in transitions])
         return {
             "observations": rollout.observations.detach(),
             "rewards": rewards,
-            "terminated": torch.stack([t.terminated for t in transitions]),
+            "terminated": rollout.terminated,
             "dones": rollout.dones,
-            "final_observations": final_observations.detach(),
+            "final_observations": rollout.final_observations.detach(),
         }
 
     def accumulate_complete_rollout(self, rollout: DifferentiableRollout, **kwargs: Any) -> None:
@@ -366,24 +365,28 @@ class SHAC(APG):
         """
         count = targets.shape[0]
         batch = max(1, count // self.cfg.critic_minibatches)
+        step = self.fused_critic_step or self._critic_step
         losses = []
         for _ in range(self.cfg.critic_epochs):
             order = self._minibatch_order(count, targets.device)
             for start in range(0, count - batch + 1, batch):
-                index = order[start : start + batch]
-                loss = (self.critic(inputs[index]).squeeze(-1) - targets[index]).square().mean()
-                self.critic_optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self._average_across_ranks(self.critic.parameters(), loss.detach().reshape(1))
-                if self.cfg.critic_max_grad_norm > 0.0:
-                    nn.utils.clip_grad_norm_(
-                        self.critic.parameters(), self.cfg.critic_max_grad_norm
-                    )
-                self.critic_optimizer.step()
-                losses.append(loss.detach())
+                losses.append(step(inputs, targets, order[start : start + batch]))
         self._follow_critic()
         last_epoch = losses[-max(1, count // batch) :]
         return {"value_loss": float(torch.stack(last_epoch).mean())}
+
+    def _critic_step(
+        self, inputs: torch.Tensor, targets: torch.Tensor, index: torch.Tensor
+    ) -> torch.Tensor:
+        """One critic step on the rows ``index``; returns its loss (no graph)."""
+        loss = (self.critic(inputs[index]).squeeze(-1) - targets[index]).square().mean()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._average_across_ranks(self.critic.parameters(), loss.detach().reshape(1))
+        if self.cfg.critic_max_grad_norm > 0.0:
+            nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.critic_max_grad_norm)
+        self.critic_optimizer.step()
+        return loss.detach()
 
     def state_dict(self) -> dict[str, Any]:
         """Actor optimizer and schedule, critic, target critic (if any) and critic optimizer."""

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from pathgrad.algo.shac import SHAC
+from pathgrad.compiled.blockers import compiled_update_blockers
+from pathgrad.compiled.critic_update import CompiledCriticUpdate
 from pathgrad.compiled.rollout import CompiledRolloutChunks, supports_fused_steps
-from pathgrad.compiled.update import CompiledAPGUpdate, compiled_update_blockers
+from pathgrad.compiled.update import CompiledAPGUpdate
 from pathgrad.core.episodes import EpisodeTracker
 
-__all__ = ["compile_training"]
+__all__ = ["CompiledUpdate", "compile_training"]
+
+CompiledUpdate = CompiledAPGUpdate | CompiledCriticUpdate
 
 
 def compile_training(
     cfg: Any, env: Any, policy: Any, algorithm: Any, collector: Any, episodes: EpisodeTracker
-) -> tuple[str, str, CompiledAPGUpdate | None]:
+) -> tuple[str, str, CompiledUpdate | None]:
     """Compile as much of training as ``cfg.compile_scope`` allows.
 
     Returns:
@@ -26,7 +31,8 @@ def compile_training(
     """
     reasons = compiled_update_blockers(algorithm, env, policy, collector, cfg.rollout_mode)
     if cfg.compile_scope == "update" and not reasons:
-        update = CompiledAPGUpdate(
+        kind = CompiledCriticUpdate if isinstance(algorithm, SHAC) else CompiledAPGUpdate
+        update = kind(
             env,
             policy,
             algorithm,

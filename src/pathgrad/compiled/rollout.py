@@ -26,7 +26,13 @@ import torch
 from pathgrad.core.action_bounds import clamp_action
 from pathgrad.normalization import RunningObservationNormalizer, apply_normalization
 
-__all__ = ["CompiledRolloutChunks", "StepRecord", "supports_fused_steps"]
+__all__ = [
+    "CompiledRolloutChunks",
+    "StepRecord",
+    "compile_options",
+    "policy_env_step",
+    "supports_fused_steps",
+]
 
 
 class StepRecord(NamedTuple):
@@ -52,6 +58,43 @@ def supports_fused_steps(env: Any, policy: Any) -> bool:
             (policy, "action_from_noise"),
         )
     )
+
+
+def compile_options(env: Any) -> dict[str, Any]:
+    """Inductor options of the compiled update's programs on ``env``'s device.
+
+    On CPU, Inductor's C++ wrapper: the per-call glue (views, allocations,
+    checks) in C++, 1.3x faster at 64 envs than its Python wrapper, for ~10 s
+    more compile.
+    """
+    return {"cpp_wrapper": True} if torch.device(env.device).type == "cpu" else {}
+
+
+def policy_env_step(
+    env: Any,
+    policy: Any,
+    action_bounds: tuple[torch.Tensor, torch.Tensor] | None,
+    observation: torch.Tensor,
+    state: dict[str, torch.Tensor],
+    elapsed_steps: torch.Tensor,
+    noise: torch.Tensor | None,
+    reset: dict[str, torch.Tensor],
+    normalization: tuple[torch.Tensor, ...] | None,
+) -> tuple[dict[str, torch.Tensor], tuple[Any, ...]]:
+    """One collector step as pure tensor code: the policy's outputs and ``env.transition``'s.
+
+    Normalizes the observation, acts from ``noise``, clamps the action to
+    ``action_bounds`` (the outputs' ``action`` is the clamped one) and steps.
+    """
+    policy_input = (
+        observation if normalization is None else apply_normalization(observation, normalization)
+    )
+    output = dict(policy.action_from_noise(policy_input, noise))
+    action = output["action"]
+    if action_bounds is not None:
+        action = clamp_action(action, action_bounds)
+        output["action"] = action
+    return output, env.transition(state, action.to(env.dtype), reset, elapsed_steps)
 
 
 class CompiledRolloutChunks:
@@ -131,16 +174,10 @@ class CompiledRolloutChunks:
         """``len(noises)`` collector steps as one pure function (what is compiled)."""
         records: list[StepRecord] = []
         for noise, reset in zip(noises, resets, strict=True):
-            policy_input = (
-                observation
-                if normalization is None
-                else apply_normalization(observation, normalization)
-            )
-            policy_output = dict(self.policy.action_from_noise(policy_input, noise))
-            action = policy_output["action"]
-            if self.action_bounds is not None:
-                action = clamp_action(action, self.action_bounds)
-                policy_output["action"] = action
+            policy_output, transition = policy_env_step(
+                self.env, self.policy, self.action_bounds,
+                observation, state, elapsed_steps, noise, reset, normalization,
+            )  # fmt: skip
             (
                 next_observation,
                 reward,
@@ -150,7 +187,7 @@ class CompiledRolloutChunks:
                 metrics,
                 state,
                 elapsed_steps,
-            ) = self.env.transition(state, action.to(self.env.dtype), reset, elapsed_steps)
+            ) = transition
             info = {"final_observation": final_observation, "metrics": metrics}
             records.append(
                 StepRecord(

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["WindowDraws"]
+__all__ = ["StepInputDraws", "WindowDraws"]
 
 
 def _stack(draws: list[Any]) -> Any:
@@ -103,3 +103,39 @@ class WindowDraws:
             return False
         finally:
             self._set_state(after)
+
+
+class StepInputDraws:
+    """A chunk's random inputs: policy noise (torch's global RNG) then reset states (the env's
+    generator), in an eager rollout's order, each ``[K, ...]`` and in one call where shown
+    equal (on the CPU; CUDA's generators advance differently for one large draw)."""
+
+    def __init__(self, env: Any, policy: Any, deterministic: bool) -> None:
+        cpu = torch.device(env.device).type == "cpu"
+
+        def noise_window(count: int, observation: torch.Tensor) -> torch.Tensor | None:
+            return policy.sample_noise(observation.expand(count, *observation.shape), deterministic)
+
+        self.noises = WindowDraws(
+            lambda observation: policy.sample_noise(observation, deterministic),
+            noise_window,
+            torch.get_rng_state,
+            torch.set_rng_state,
+            batch=cpu,
+        )
+        reset_window = getattr(env, "draw_reset_window", None)
+        self.resets = WindowDraws(
+            env.draw_reset_states,
+            reset_window,
+            lambda: env.generator.get_state(),
+            lambda state: env.generator.set_state(state),
+            batch=cpu and reset_window is not None,
+        )
+
+    def draw(
+        self, observation: torch.Tensor, count: int
+    ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        """``count`` steps' noise ``[K, N, A]`` (``None``: the mean) and reset states."""
+        # Every noise draw of a step comes before its reset draw in the eager step too,
+        # and the two generators are independent.
+        return self.noises.draw(count, observation.detach()), self.resets.draw(count)

@@ -33,13 +33,14 @@ class DifferentiableTrainerCfg:
             hooks (action adjoint clipping or health record, state-gradient
             decay) or other envs and policies, the env step and policy network
             compiled separately (``compile_step``, ``compile_networks``).
-        compile_scope: ``update`` (default): APG's whole segmented update
-            compiled, with the return and discount inside the chunks, their
-            backward, and the clip and Adam/AdamW step as one more compiled
-            program (no Python per step); where that cannot be (another
-            algorithm or optimizer, complete mode, per-step hooks) the trainer
-            says why and falls back to ``rollout``: compiled rollout chunks,
-            loss and optimizer eager.
+        compile_scope: ``update`` (default): APG's, SHAC's or SAPO's whole
+            segmented update compiled: rollout chunks and their backward, the
+            clip and Adam/AdamW step as one more compiled program (no Python
+            per step), and SHAC's and SAPO's critic minibatch steps compiled
+            too; where that cannot be (another algorithm such as AHAC, another
+            optimizer, complete mode, per-step hooks) the trainer says why and
+            falls back to ``rollout``: compiled rollout chunks, loss and
+            optimizer eager.
         compile_chunk_steps: Steps fused into one compiled region; more fuse
             more work and take longer to compile.
         gradient_checkpointing: In complete mode, keep only every

@@ -46,12 +46,14 @@ from pathgrad.envs.newton.cartpole import NewtonCartPoleSwingUp  # noqa: E402
 from pathgrad.envs.newton.diffrl_ant import DiffRLAnt  # noqa: E402
 from pathgrad.envs.newton.diffrl_cheetah import DiffRLHalfCheetah  # noqa: E402
 from pathgrad.envs.newton.diffrl_hopper import DiffRLHopper  # noqa: E402
+from pathgrad.envs.newton.diffrl_humanoid import DiffRLHumanoid  # noqa: E402
 from pathgrad.envs.newton.reacher import NewtonReacher  # noqa: E402
 
 __all__ = [
     "DiffRLAnt",
     "DiffRLHalfCheetah",
     "DiffRLHopper",
+    "DiffRLHumanoid",
     "NewtonAnt",
     "NewtonCartPoleSwingUp",
     "NewtonEnv",
