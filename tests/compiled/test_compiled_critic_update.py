@@ -108,6 +108,10 @@ def test_the_compiled_programs_equal_eager_training(tmp_path, case):
         tmp_path, case, 3, programs="compiled", segment_length=7, update_horizon=7
     )
     assert_same_training(eager, ours, 1e-9)
+    update = ours.compiled_update
+    assert update.guards.active  # the later updates' compiled calls skipped guard evaluation
+    for draws in (update.draws.noises, update.draws.resets):
+        assert draws.verified.get(7) is not None  # checked once per 7-step segment
 
 
 def test_resume_of_a_compiled_shac_run_is_exact(tmp_path):

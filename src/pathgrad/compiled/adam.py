@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from pathgrad.compiled.guards import GuardSkipping
+
 __all__ = [
     "CompiledClipAdam",
     "adam_constants",
@@ -145,6 +147,7 @@ class CompiledClipAdam:
         max_norm: Global-norm clip of the gradient.
         norm_limit: Skip the step when the norm before clipping exceeds it (0: never).
         options: Inductor options of ``torch.compile``.
+        guards: Lets the owning update's calls skip guard evaluation.
     """
 
     def __init__(
@@ -153,11 +156,14 @@ class CompiledClipAdam:
         max_norm: float,
         norm_limit: float,
         options: dict[str, Any],
+        guards: GuardSkipping | None = None,
     ) -> None:
         self.optimizer = optimizer
         self.parameters = list(optimizer.param_groups[0]["params"])
         self.constants = adam_constants(optimizer, max_norm, norm_limit)
         self._compiled = torch.compile(clipped_adam_step, dynamic=False, options=options)
+        if guards is not None:
+            self._compiled = guards.wrap(self._compiled)
 
     def step(self, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list]:
         """Step on the parameters' ``grad`` (none: zeros); no host read.

@@ -43,9 +43,10 @@ from pathgrad.compiled.adam import (
     global_norm,
 )
 from pathgrad.compiled.blockers import compiled_update_blockers
+from pathgrad.compiled.guards import GuardSkipping
 from pathgrad.compiled.rollout import compile_options, policy_env_step
 from pathgrad.compiled.update import record_segment
-from pathgrad.compiled.window_draws import StepInputDraws
+from pathgrad.compiled.window_draws import StepInputDraws, chunk_draws
 from pathgrad.core.episodes import EpisodeTracker, first_episode_mask
 
 __all__ = ["CompiledCriticStep", "CompiledCriticUpdate", "StackedWindow"]
@@ -94,6 +95,7 @@ class CompiledCriticStep:
         optimizer: torch.optim.Optimizer,
         max_norm: float,
         options: dict[str, Any],
+        guards: GuardSkipping | None = None,
     ) -> None:
         self.critic = critic
         self.optimizer = optimizer
@@ -102,6 +104,8 @@ class CompiledCriticStep:
         self.names = [names[id(parameter)] for parameter in self.parameters]
         self.constants = adam_constants(optimizer, max_norm, 0.0)
         self._compiled = torch.compile(self._step, dynamic=False, options=options)
+        if guards is not None:
+            self._compiled = guards.wrap(self._compiled)
 
     def __call__(
         self, inputs: torch.Tensor, targets: torch.Tensor, index: torch.Tensor
@@ -205,16 +209,20 @@ class CompiledCriticUpdate:
         self._entropy_grad = isinstance(algorithm, SAPO) or algorithm.cfg.ent_coef != 0.0
         cfg = algorithm.cfg
         options = compile_options(env)
-        self._compiled_chunk = torch.compile(self._chunk, dynamic=False, options=options)
+        self.guards = GuardSkipping(env, policy, cfg, algorithm.critic)
+        compiled = torch.compile(self._chunk, dynamic=False, options=options)
+        self._compiled_chunk = self.guards.wrap(compiled)
         self.optimizer_step = CompiledClipAdam(
-            algorithm.optimizer, cfg.max_grad_norm, cfg.max_grad_norm_before_clip, options
-        )
+            algorithm.optimizer, cfg.max_grad_norm, cfg.max_grad_norm_before_clip, options,
+            self.guards,
+        )  # fmt: skip
         algorithm.fused_step = self.optimizer_step.clip_and_step
         synchronizer = algorithm.synchronizer
         if synchronizer is None or synchronizer.world_size == 1:
             algorithm.fused_critic_step = CompiledCriticStep(
-                algorithm.critic, algorithm.critic_optimizer, cfg.critic_max_grad_norm, options
-            )
+                algorithm.critic, algorithm.critic_optimizer, cfg.critic_max_grad_norm, options,
+                self.guards,
+            )  # fmt: skip
         self.first_update_seconds: float | None = None  # compile time, mostly
 
     def run(self, num_steps: int, before_optimizer_step: Callable[[], None]) -> dict[str, float]:
@@ -225,6 +233,7 @@ class CompiledCriticUpdate:
         """
         started = time.perf_counter()
         algorithm, collector = self.algorithm, self.collector
+        self.guards.begin_update()
         algorithm.begin_update()
         try:
             observation = collector.observation
@@ -263,10 +272,12 @@ class CompiledCriticUpdate:
         state = {key: value.detach().requires_grad_() for key, value in env.state.items()}
         elapsed = env.elapsed_steps
         parts = []
+        # The whole segment's draws at once (one call each where shown equal), chunk by chunk.
+        segment_noises, segment_resets = self.draws.draw(observation, num_steps)
         done_steps = 0
         while done_steps < num_steps:
             count = min(self.chunk_steps, num_steps - done_steps)
-            noises, resets = self.draws.draw(observation, count)
+            noises, resets = chunk_draws(segment_noises, segment_resets, done_steps, count)
             chunk = self._compiled_chunk if count == self.chunk_steps else self._chunk
             observation, state, elapsed, stacked = chunk(
                 observation, state, elapsed, noises, resets, normalization

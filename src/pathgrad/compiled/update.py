@@ -34,8 +34,9 @@ import torch
 from pathgrad.algo.apg import APG
 from pathgrad.compiled.adam import CompiledClipAdam
 from pathgrad.compiled.blockers import compiled_update_blockers
+from pathgrad.compiled.guards import GuardSkipping
 from pathgrad.compiled.rollout import compile_options, policy_env_step
-from pathgrad.compiled.window_draws import StepInputDraws
+from pathgrad.compiled.window_draws import StepInputDraws, chunk_draws
 from pathgrad.core.episodes import EpisodeTracker, first_episode_mask
 
 __all__ = ["CompiledAPGUpdate", "compiled_update_blockers", "record_segment"]
@@ -83,10 +84,13 @@ class CompiledAPGUpdate:
         self.draws = StepInputDraws(env, policy, self.deterministic)
         cfg = algorithm.cfg
         options = compile_options(env)
-        self._compiled_chunk = torch.compile(self._chunk, dynamic=False, options=options)
+        self.guards = GuardSkipping(env, policy, cfg)
+        compiled = torch.compile(self._chunk, dynamic=False, options=options)
+        self._compiled_chunk = self.guards.wrap(compiled)
         self.optimizer_step = CompiledClipAdam(
-            algorithm.optimizer, cfg.max_grad_norm, cfg.max_grad_norm_before_clip, options
-        )
+            algorithm.optimizer, cfg.max_grad_norm, cfg.max_grad_norm_before_clip, options,
+            self.guards,
+        )  # fmt: skip
         self.first_update_seconds: float | None = None  # compile time, mostly
         self._entropy_count = 0
 
@@ -98,6 +102,7 @@ class CompiledAPGUpdate:
         """
         started = time.perf_counter()
         algorithm = self.algorithm
+        self.guards.begin_update()
         algorithm.begin_update()
         try:
             totals = self._accumulate(num_steps)
@@ -143,10 +148,12 @@ class CompiledAPGUpdate:
         # Carried inputs that require grad in every chunk, so one compiled graph serves all.
         observation = observation.detach().requires_grad_()
         state = {key: value.detach().requires_grad_() for key, value in state.items()}
+        # The whole segment's draws at once (one call each where shown equal), chunk by chunk.
+        segment_noises, segment_resets = self.draws.draw(observation, num_steps)
         done_steps = 0
         while done_steps < num_steps:
             count = min(self.chunk_steps, num_steps - done_steps)
-            noises, resets = self.draws.draw(observation, count)
+            noises, resets = chunk_draws(segment_noises, segment_resets, done_steps, count)
             if discount is None:
                 discount = torch.ones(env.num_envs, dtype=env.dtype, device=env.device)
             if returns is None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["StepInputDraws", "WindowDraws"]
+__all__ = ["StepInputDraws", "WindowDraws", "chunk_draws"]
 
 
 def _stack(draws: list[Any]) -> Any:
@@ -139,3 +139,11 @@ class StepInputDraws:
         # Every noise draw of a step comes before its reset draw in the eager step too,
         # and the two generators are independent.
         return self.noises.draw(count, observation.detach()), self.resets.draw(count)
+
+
+def chunk_draws(
+    noises: torch.Tensor | None, resets: dict[str, torch.Tensor], start: int, count: int
+) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+    """Steps ``start`` to ``start + count`` of a segment's draws (views)."""
+    span = slice(start, start + count)
+    return (None if noises is None else noises[span]), {k: v[span] for k, v in resets.items()}
