@@ -230,7 +230,7 @@ def main() -> None:
         for name in names:
             results[name].append(medians[name])
     print()
-    for (num_envs, chunk, scope), seconds in overhead.COMPILE_SECONDS.items():
+    for (_, num_envs, chunk, scope), seconds in overhead.COMPILE_SECONDS.items():
         print(f"torch.compile {scope}, {num_envs} envs, {chunk}-step chunks: {seconds:.1f} s")
     for num_envs, seconds in jit_seconds.items():
         print(f"Brax JIT (first epoch less a steady one), {num_envs} envs: {seconds:.1f} s")
