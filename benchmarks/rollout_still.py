@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from PIL import Image, ImageSequence
+from PIL import Image, ImageSequence, UnidentifiedImageError
 
 
 def still(gif: Path, frames: int) -> Image.Image:
@@ -33,7 +33,11 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, required=True)
     parser.add_argument("--frames", type=int, default=5)
     args = parser.parse_args()
-    still(args.gif, args.frames).save(args.output)
+    try:
+        picture = still(args.gif, args.frames)
+    except (OSError, UnidentifiedImageError, ValueError) as error:
+        parser.exit(2, f"rollout_still.py: error: {args.gif}: {error}\n")
+    picture.save(args.output)
     print(args.output)
 
 
