@@ -11,7 +11,11 @@ import newton.examples
 import torch
 
 from pathgrad.envs.base import State, check_constants
-from pathgrad.envs.newton.base import NewtonEnv
+from pathgrad.envs.newton.base import (
+    NewtonEnv,
+    ground_shape_config,
+    set_contact_materials,
+)
 
 __all__ = ["ANT_CONTACT_MODEL", "NewtonAnt"]
 
@@ -136,17 +140,10 @@ class NewtonAnt(NewtonEnv):
             builder.joint_armature[dof] = model["armature"]
             builder.joint_limit_ke[dof] = model["limit_ke"]
             builder.joint_limit_kd[dof] = model["limit_kd"]
-        for shape in range(builder.shape_count):
-            builder.shape_material_ke[shape] = model["contact_ke"]
-            builder.shape_material_kd[shape] = model["contact_kd"]
-            builder.shape_material_kf[shape] = model["contact_kf"]
-            builder.shape_material_mu[shape] = model["mu"]
+        set_contact_materials(builder, model)
 
     def ground_config(self) -> Any:
-        model = self.contact_model
-        return newton.ModelBuilder.ShapeConfig(
-            ke=model["contact_ke"], kd=model["contact_kd"], kf=model["contact_kf"], mu=model["mu"]
-        )
+        return ground_shape_config(self.contact_model)
 
     # Task ----------------------------------------------------------------------------
 

@@ -372,3 +372,26 @@ def _per_dof(name: str, value: float | Sequence[float], dofs: int) -> list[float
     if not np.all(np.isfinite(values) & (values >= 0.0)):
         raise ValueError(f"{name} must be finite and non-negative, got {value!r}.")
     return np.broadcast_to(values, (dofs,)).tolist()
+
+
+def check_positive_integers(**values: Any) -> None:
+    """Raise ``ValueError`` naming the first of ``values`` that is not a positive integer."""
+    for name, value in values.items():
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+
+
+def set_contact_materials(builder: Any, model: dict[str, float]) -> None:
+    """Every shape of ``builder`` gets the contact constants of ``model``."""
+    for shape in range(builder.shape_count):
+        builder.shape_material_ke[shape] = model["contact_ke"]
+        builder.shape_material_kd[shape] = model["contact_kd"]
+        builder.shape_material_kf[shape] = model["contact_kf"]
+        builder.shape_material_mu[shape] = model["mu"]
+
+
+def ground_shape_config(model: dict[str, float]) -> Any:
+    """The ground's shape configuration with the contact constants of ``model``."""
+    return newton.ModelBuilder.ShapeConfig(
+        ke=model["contact_ke"], kd=model["contact_kd"], kf=model["contact_kf"], mu=model["mu"]
+    )

@@ -67,6 +67,7 @@ import warp as wp
 
 from pathgrad.envs.base import State, check_constants
 from pathgrad.envs.newton.ant import ANT_CONTACT_MODEL, NewtonAnt
+from pathgrad.envs.newton.base import check_positive_integers
 from pathgrad.envs.newton.bridge import NewtonSimulation
 
 __all__ = ["DIFFRL_ANT_CONTACT_MODEL", "DiffRLAnt", "MassMatrixCachingSimulation"]
@@ -202,9 +203,7 @@ class DiffRLAnt(NewtonAnt):
         joint_damping: float | Sequence[float] | None = 11.0,
     ) -> None:
         check_constants(positive={"density": density})
-        for name, value in (("substeps", substeps), ("mass_matrix_interval", mass_matrix_interval)):
-            if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        check_positive_integers(substeps=substeps, mass_matrix_interval=mass_matrix_interval)
         self.density = float(density)
         self.stochastic_init = bool(stochastic_init)
         self.mass_matrix_interval = int(mass_matrix_interval)

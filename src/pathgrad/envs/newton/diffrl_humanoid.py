@@ -44,11 +44,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import newton
 import torch
 
 from pathgrad.envs.base import State, check_constants
-from pathgrad.envs.newton.base import NewtonEnv
+from pathgrad.envs.newton.base import (
+    NewtonEnv,
+    check_positive_integers,
+    ground_shape_config,
+    set_contact_materials,
+)
 from pathgrad.envs.newton.bridge import NewtonSimulation
 from pathgrad.envs.newton.diffrl_ant import MassMatrixCachingSimulation
 from pathgrad.envs.newton.kinematics import rotate
@@ -121,9 +125,7 @@ class DiffRLHumanoid(NewtonEnv):
             positive={"motor_scale": motor_scale},
             non_negative={"action_penalty": action_penalty},
         )
-        for name, value in (("substeps", substeps), ("mass_matrix_interval", mass_matrix_interval)):
-            if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        check_positive_integers(substeps=substeps, mass_matrix_interval=mass_matrix_interval)
         unknown = sorted(set(contact_model or {}) - set(DIFFRL_HUMANOID_CONTACT_MODEL))
         if unknown:
             raise ValueError(f"contact_model has no entry {unknown[0]!r}; entries: "
@@ -178,17 +180,10 @@ class DiffRLHumanoid(NewtonEnv):
             builder.joint_limit_kd[dof] = 0.0
             builder.joint_target_ke[dof] = 0.0
             builder.joint_target_kd[dof] = 0.0
-        for shape in range(builder.shape_count):
-            builder.shape_material_ke[shape] = model["contact_ke"]
-            builder.shape_material_kd[shape] = model["contact_kd"]
-            builder.shape_material_kf[shape] = model["contact_kf"]
-            builder.shape_material_mu[shape] = model["mu"]
+        set_contact_materials(builder, model)
 
     def ground_config(self) -> Any:
-        model = self.contact_model
-        return newton.ModelBuilder.ShapeConfig(
-            ke=model["contact_ke"], kd=model["contact_kd"], kf=model["contact_kf"], mu=model["mu"]
-        )
+        return ground_shape_config(self.contact_model)
 
     # Task ----------------------------------------------------------------------------
 
