@@ -1,11 +1,11 @@
 """Env throughput: env-steps per second of every registered env.
 
-Two modes per env and batch size, each over 32-step windows with random
+Two modes per env and batch size, each over windows of 32 steps (``--window``) with random
 actions: ``forward`` (no graph) and ``forward+backward`` (actions require
 grad, the window's summed reward is backpropagated, then the state is
 detached). Prints a Markdown table of medians over repeated windows.
 
-Run: ``python benchmarks/envs.py [--num-envs 64 1024] [--windows 20] [--quick]``
+Run: ``python benchmarks/envs.py [--num-envs 64 1024] [--windows 20] [--window 32] [--quick]``
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathgrad.trainer.threads import num_threads_argument, per_batch_size, use_n
 WINDOW = 32
 
 
-def window_seconds(env, backward: bool, generator: torch.Generator) -> float:
-    """Seconds for one 32-step window."""
-    shape = (WINDOW, env.num_envs, int(env.single_action_space.shape[-1]))
+def window_seconds(env, backward: bool, generator: torch.Generator, window: int) -> float:
+    """Seconds for one window of ``window`` steps."""
+    shape = (window, env.num_envs, int(env.single_action_space.shape[-1]))
     actions = torch.rand(shape, generator=generator, dtype=env.dtype) * 2 - 1
     start = time.perf_counter()
     if backward:
@@ -41,16 +41,16 @@ def window_seconds(env, backward: bool, generator: torch.Generator) -> float:
     return time.perf_counter() - start
 
 
-def measure(name: str, num_envs: int, windows: int) -> tuple[float, float]:
+def measure(name: str, num_envs: int, windows: int, window: int) -> tuple[float, float]:
     """Median env-steps per second (forward, forward+backward)."""
     env = pathgrad.build_learning_env(name, num_envs=num_envs, device="cpu", seed=0)
     env.reset(seed=0)
     generator = torch.Generator().manual_seed(0)
     rates = []
     for backward in (False, True):
-        window_seconds(env, backward, generator)  # warm-up
-        times = [window_seconds(env, backward, generator) for _ in range(windows)]
-        rates.append(WINDOW * num_envs / statistics.median(times))
+        window_seconds(env, backward, generator, window)  # warm-up
+        times = [window_seconds(env, backward, generator, window) for _ in range(windows)]
+        rates.append(window * num_envs / statistics.median(times))
     return rates[0], rates[1]
 
 
@@ -65,16 +65,19 @@ def main() -> None:
     parser.add_argument(
         "--num-threads", default="auto", type=num_threads_argument, help="torch threads: N or auto"
     )
-    parser.add_argument("--quick", action="store_true", help="one small batch, two windows")
+    parser.add_argument("--window", type=int, default=WINDOW, help="steps per window")
+    parser.add_argument(
+        "--quick", action="store_true", help="one small batch, two windows of 4 steps"
+    )
     args = parser.parse_args()
     setting = args.num_threads
     if args.quick:
-        args.num_envs, args.windows = [8], 2
+        args.num_envs, args.windows, args.window = [8], 2, 4
     pathgrad.env.import_env_modules(args.module)  # envs of installed plugins are known anyway
     names = args.envs or pathgrad.get_registered_learning_env_names()
     print(
         f"torch {torch.__version__}, {per_batch_size(setting, args.num_envs)}, float32, CPU; "
-        f"median over {args.windows} windows of {WINDOW} steps; env-steps/s"
+        f"median over {args.windows} windows of {args.window} steps; env-steps/s"
     )
     print()
     print("| env | envs | forward | forward+backward |")
@@ -82,7 +85,7 @@ def main() -> None:
     for name in names:
         for num_envs in args.num_envs:
             use_num_threads(setting, num_envs)
-            forward, backward = measure(name, num_envs, args.windows)
+            forward, backward = measure(name, num_envs, args.windows, args.window)
             print(f"| {name} | {num_envs} | {forward:,.0f} | {backward:,.0f} |")
 
 

@@ -173,11 +173,12 @@ def test_train_runs_a_reference_config(tmp_path):
 @pytest.mark.slow
 def test_the_published_settings_reach_the_reference_s_success(tmp_path):
     # docs/porting.md: success >= 0.95 from update 200 on (140 s for all 500 on a free core).
-    # The learning rate is constant, so the first 220 of the 500 updates are the same run's.
-    code, _, stderr = run_cli(
-        ["train", str(EXAMPLE), "trainer.total_updates=220", "--quiet"], cwd=tmp_path
-    )
+    # The learning rate is constant, so the first 220 of the 500 updates are the same run's;
+    # one evaluation, after the last (220 updates of 64 envs x 100 steps), instead of 44.
+    overrides = ["trainer.total_updates=220", f"eval.frequency_steps={220 * 64 * 100}"]
+    code, _, stderr = run_cli(["train", str(EXAMPLE), *overrides, "--quiet"], cwd=tmp_path)
     assert code == 0, stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["last_eval_metrics"]["global_step"] == 220 * 64 * 100
     assert summary["last_eval_metrics"]["eval/success_rate"] >= 0.95
