@@ -13,6 +13,7 @@ import torch
 from pathgrad.envs.base import State, check_constants
 from pathgrad.envs.newton.base import (
     NewtonEnv,
+    contact_model_with,
     ground_shape_config,
     set_contact_materials,
 )
@@ -89,14 +90,7 @@ class NewtonAnt(NewtonEnv):
             positive={"gear": gear, "termination_height": termination_height},
             non_negative={"control_cost": control_cost},
         )
-        unknown = sorted(set(contact_model or {}) - set(ANT_CONTACT_MODEL))
-        if unknown:
-            raise ValueError(
-                f"contact_model has no entry {unknown[0]!r}; entries: "
-                f"{', '.join(ANT_CONTACT_MODEL)}."
-            )
-        self.contact_model = {**ANT_CONTACT_MODEL, **(contact_model or {})}
-        check_constants(non_negative=self.contact_model)
+        self.contact_model = contact_model_with(ANT_CONTACT_MODEL, contact_model)
         self.control_cost = float(control_cost)
         self.termination_height = float(termination_height)
         super().__init__(

@@ -16,7 +16,7 @@ and points of a state by Newton's forward kinematics, differentiable in torch.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import newton
 import numpy as np
 import torch
 
-from pathgrad.envs.base import BatchedDifferentiableEnv, State
+from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
 
@@ -379,6 +379,28 @@ def check_positive_integers(**values: Any) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+
+
+def contact_model_with(
+    defaults: Mapping[str, float],
+    overrides: Mapping[str, float] | None,
+    entries: Sequence[str] | None = None,
+) -> dict[str, float]:
+    """``defaults`` with ``overrides`` applied, each entry checked.
+
+    Raises:
+        ValueError: Naming an override that is not one of ``entries`` (default:
+            the keys of ``defaults``), or an entry that is negative or NaN.
+    """
+    entries = list(defaults if entries is None else entries)
+    unknown = sorted(set(overrides or {}) - set(entries))
+    if unknown:
+        raise ValueError(
+            f"contact_model has no entry {unknown[0]!r}; entries: {', '.join(entries)}."
+        )
+    model = {**defaults, **(overrides or {})}
+    check_constants(non_negative=model)
+    return model
 
 
 def set_contact_materials(builder: Any, model: dict[str, float]) -> None:

@@ -50,6 +50,7 @@ from pathgrad.envs.base import State, check_constants
 from pathgrad.envs.newton.base import (
     NewtonEnv,
     check_positive_integers,
+    contact_model_with,
     ground_shape_config,
     set_contact_materials,
 )
@@ -126,12 +127,7 @@ class DiffRLHumanoid(NewtonEnv):
             non_negative={"action_penalty": action_penalty},
         )
         check_positive_integers(substeps=substeps, mass_matrix_interval=mass_matrix_interval)
-        unknown = sorted(set(contact_model or {}) - set(DIFFRL_HUMANOID_CONTACT_MODEL))
-        if unknown:
-            raise ValueError(f"contact_model has no entry {unknown[0]!r}; entries: "
-                             f"{', '.join(DIFFRL_HUMANOID_CONTACT_MODEL)}.")  # fmt: skip
-        self.contact_model = {**DIFFRL_HUMANOID_CONTACT_MODEL, **(contact_model or {})}
-        check_constants(non_negative=self.contact_model)
+        self.contact_model = contact_model_with(DIFFRL_HUMANOID_CONTACT_MODEL, contact_model)
         self.action_penalty = float(action_penalty)
         self.termination_height = float(termination_height)
         self.stochastic_init = bool(stochastic_init)

@@ -50,6 +50,7 @@ from pathgrad.envs.base import State, check_constants
 from pathgrad.envs.newton.base import (
     NewtonEnv,
     check_positive_integers,
+    contact_model_with,
     ground_shape_config,
     set_contact_materials,
 )
@@ -109,12 +110,9 @@ class DiffRLPlanarEnv(NewtonEnv):
             non_negative={"action_penalty": action_penalty},
         )
         check_positive_integers(substeps=substeps, mass_matrix_interval=mass_matrix_interval)
-        unknown = sorted(set(contact_model or {}) - set(CONTACT_MODEL_KEYS))
-        if unknown:
-            raise ValueError(f"contact_model has no entry {unknown[0]!r}; entries: "
-                             f"{', '.join(CONTACT_MODEL_KEYS)}.")  # fmt: skip
-        self.contact_model = {**self.contact_defaults, **(contact_model or {})}
-        check_constants(non_negative=self.contact_model)
+        self.contact_model = contact_model_with(
+            self.contact_defaults, contact_model, CONTACT_MODEL_KEYS
+        )
         self.action_penalty = float(action_penalty)
         self.stochastic_init = bool(stochastic_init)
         self.mass_matrix_interval = int(mass_matrix_interval)
