@@ -18,7 +18,7 @@ are printed. Brax needs the ``bench`` extra (``pip install -e '.[bench]'``);
 without it, or with ``--no-brax``, the PyTorch contenders run alone.
 
 Run: ``python benchmarks/side_by_side.py [--num-envs 16 64 256 1024]
-[--updates 20] [--repeats 5] [--chunk-steps 8] [--brax-updates 300]
+[--updates 20] [--repeats 5] [--chunk-steps 8 [32]] [--brax-updates 300]
 [--brax-epochs 3] [--plot docs/img/side_by_side.png]
 [--no-brax] [--quick]``
 """
@@ -92,16 +92,25 @@ def minimal_loop(num_envs: int, window: int, updates: int, seed: int) -> float:
     return time.perf_counter() - start
 
 
-def torch_contenders(chunk_steps: int) -> dict:
-    """Name -> run(num_envs, window, updates, seed) -> seconds."""
+def torch_contenders(chunk_steps: list[int]) -> dict:
+    """Name -> run(num_envs, window, updates, seed) -> seconds.
+
+    One compiled-update contender per chunk size (``trainer.compile_chunk_steps``);
+    the compiled rollout with the first.
+    """
     overhead.ENV_NAME = "pendulum"
-    return {
+    contenders = {
         "minimal PyTorch loop": minimal_loop,
         "hand-written loop on pathgrad's env and policy": overhead.hand_written_loop,
         "pathgrad eager": overhead.pathgrad_trainer,
-        "pathgrad compiled rollout": overhead.pathgrad_compiled(chunk_steps, "rollout"),
-        "pathgrad compiled update": overhead.pathgrad_compiled(chunk_steps, "update"),
+        "pathgrad compiled rollout": overhead.pathgrad_compiled(chunk_steps[0], "rollout"),
     }
+    for chunk in chunk_steps:
+        name = "pathgrad compiled update" + (
+            f" ({chunk}-step chunks)" if len(chunk_steps) > 1 else ""
+        )
+        contenders[name] = overhead.pathgrad_compiled(chunk, "update")
+    return contenders
 
 
 def brax_pendulum():
@@ -185,7 +194,13 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 256, 1024])
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--chunk-steps", type=int, default=8)
+    parser.add_argument(
+        "--chunk-steps",
+        type=int,
+        nargs="+",
+        default=[8],
+        help="compiled chunk sizes (one row each)",
+    )
     parser.add_argument("--brax-updates", type=int, default=300, help="updates per Brax epoch")
     parser.add_argument("--brax-epochs", type=int, default=3, help="Brax epochs (first: JIT)")
     parser.add_argument("--seed", type=int, default=0)

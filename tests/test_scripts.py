@@ -165,6 +165,22 @@ def test_baselines_benchmark_rejects_bad_arguments_before_any_run(tmp_path, argu
     assert not (tmp_path / "baseline_results").exists()
 
 
+def test_side_by_side_names_one_compiled_update_per_chunk_size():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import side_by_side
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    names = list(side_by_side.torch_contenders([8, 32]))
+    assert names[-3:] == [
+        "pathgrad compiled rollout",
+        "pathgrad compiled update (8-step chunks)",
+        "pathgrad compiled update (32-step chunks)",
+    ]
+    assert list(side_by_side.torch_contenders([8]))[-1] == "pathgrad compiled update"
+
+
 def test_baselines_summary_counts_a_seed_that_never_reached_the_mark_as_the_slowest():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
