@@ -51,10 +51,10 @@ def measure(num_envs: int, windows: int, ant: bool) -> dict[str, tuple[float, fl
     times: dict[tuple[str, bool], list[float]] = {}
     for backward in (False, True):
         for env in envs.values():
-            window_seconds(env, backward, generator)  # warm-up (graphs captured here)
+            window_seconds(env, backward, generator, WINDOW)  # warm-up (graphs captured here)
         for _ in range(windows):
             for name, env in envs.items():
-                seconds = window_seconds(env, backward, generator)
+                seconds = window_seconds(env, backward, generator, WINDOW)
                 times.setdefault((name, backward), []).append(seconds)
     return {
         name: tuple(WINDOW * num_envs / statistics.median(times[name, b]) for b in (False, True))
