@@ -147,15 +147,22 @@ def with_threads(threads: int):
 
 
 def median_rates(
-    contenders: dict, num_envs: int, window: int, updates: int, repeats: int, seed: int
+    contenders: dict,
+    num_envs: int,
+    window: int,
+    updates: int,
+    repeats: int,
+    seed: int,
+    warm_up: list[str] | None = None,
 ):
     """Median env-steps/s per contender, runs alternating so machine noise hits all alike.
 
-    One warm-up run each first (allocator, thread pool, lazy imports, compiles).
+    One warm-up run first of each contender named in ``warm_up`` (default: all;
+    allocator, thread pool, lazy imports, compiles).
     """
     steps = num_envs * window * updates
-    for run in contenders.values():
-        run(num_envs, window, 1, seed)
+    for name in contenders if warm_up is None else warm_up:
+        contenders[name](num_envs, window, 1, seed)
     rates: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, run in contenders.items():

@@ -6,9 +6,10 @@ clipping, one thread per framework (``torch.set_num_threads(1)``; XLA's CPU
 client with Eigen's multi-threading off). Two hand-written loops: one in plain
 PyTorch with the dynamics inline (what pathgrad's env, policy and trainer
 together are measured against) and one on pathgrad's env and policy (the
-trainer's overhead alone). PyTorch contenders run alternating,
-``--repeats`` runs of ``--updates`` updates each, medians reported; Brax's APG
-(``brax.training.agents.apg``) then trains ``--brax-epochs`` epochs of
+trainer's overhead alone). All contenders run alternating, ``--repeats`` runs
+each, medians reported, so that the machine's drift over minutes hits all
+alike: a PyTorch run is ``--updates`` updates; a Brax run
+(``brax.training.agents.apg``) trains ``--brax-epochs`` epochs of
 ``--brax-updates`` updates, the first paying the JIT compile, and its rate is
 the median of the others as Brax computes it (``training/sps``). Brax epochs
 are long on purpose: each also pays a fixed ~0.8 s on this machine whatever its
@@ -19,7 +20,7 @@ without it, or with ``--no-brax``, the PyTorch contenders run alone.
 
 Run: ``python benchmarks/side_by_side.py [--num-envs 16 64 256 1024]
 [--updates 20] [--repeats 5] [--chunk-steps 8 [32]] [--brax-updates 300]
-[--brax-epochs 3] [--plot docs/img/side_by_side.png]
+[--brax-epochs 2] [--plot docs/img/side_by_side.png]
 [--no-brax] [--quick]``
 """
 
@@ -41,6 +42,7 @@ import torch  # noqa: E402
 
 WINDOW = 32
 EPISODE_LENGTH = 200
+BRAX = "Brax APG (XLA CPU)"
 
 
 def minimal_loop(num_envs: int, window: int, updates: int, seed: int) -> float:
@@ -189,6 +191,21 @@ def brax_apg(num_envs: int, updates: int, epochs: int) -> tuple[float, float]:
     return num_envs * WINDOW * updates / steady, seconds[0] - steady
 
 
+def brax_contender(brax_updates: int, epochs: int, jit_seconds: dict[int, float]):
+    """A contender: Brax APG trained afresh (its JIT included), timed on its steady epochs.
+
+    Returns the seconds that ``updates`` updates take at the steady epochs'
+    rate, so that Brax alternates with the PyTorch runs; the JIT seconds of the
+    last run per batch size go into ``jit_seconds``.
+    """
+
+    def run(num_envs: int, window: int, updates: int, seed: int) -> float:
+        rate, jit_seconds[num_envs] = brax_apg(num_envs, brax_updates, epochs)
+        return num_envs * window * updates / rate
+
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 256, 1024])
@@ -202,7 +219,9 @@ def main() -> None:
         help="compiled chunk sizes (one row each)",
     )
     parser.add_argument("--brax-updates", type=int, default=300, help="updates per Brax epoch")
-    parser.add_argument("--brax-epochs", type=int, default=3, help="Brax epochs (first: JIT)")
+    parser.add_argument(
+        "--brax-epochs", type=int, default=2, help="Brax epochs per run (first: JIT)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", help="write a log-log plot of env-steps/s against envs here")
     parser.add_argument("--no-brax", action="store_true", help="the PyTorch contenders only")
@@ -220,29 +239,32 @@ def main() -> None:
             use_brax = False
     torch.set_num_threads(1)
     contenders = torch_contenders(args.chunk_steps)
-    names = [*contenders, *(["Brax APG (XLA CPU)"] if use_brax else [])]
+    compiled = [name for name in contenders if name.startswith("pathgrad compiled")]
+    jit_seconds: dict[int, float] = {}
+    if use_brax:
+        contenders[BRAX] = brax_contender(args.brax_updates, args.brax_epochs, jit_seconds)
+    names = [*contenders, *(["fastest pathgrad / Brax"] if use_brax else [])]
     print(
-        f"Pendulum, {WINDOW}-step windows, MLP 64x64, {args.updates} updates per run, median "
-        f"of {args.repeats} runs (Brax: {args.brax_epochs} epochs of {args.brax_updates} "
-        f"updates), one thread, torch {torch.__version__}; env-steps/s "
-        "(ratio to the minimal PyTorch loop)"
+        f"Pendulum, {WINDOW}-step windows, MLP 64x64, median of {args.repeats} alternating "
+        f"runs ({args.updates} updates; Brax: {args.brax_epochs} epochs of "
+        f"{args.brax_updates} updates, the first its JIT), one thread, torch "
+        f"{torch.__version__}; env-steps/s (ratio to the minimal PyTorch loop)"
     )
     print()
     print("| envs | " + " | ".join(names) + " |")
     print("|---:|" + "---:|" * len(names))
-    results: dict[str, list[float]] = {name: [] for name in names}
-    jit_seconds: dict[int, float] = {}
+    results: dict[str, list[float]] = {name: [] for name in contenders}
     for num_envs in args.num_envs:
         medians = overhead.median_rates(
-            contenders, num_envs, WINDOW, args.updates, args.repeats, args.seed
-        )
-        if use_brax:
-            rate, jit_seconds[num_envs] = brax_apg(num_envs, args.brax_updates, args.brax_epochs)
-            medians["Brax APG (XLA CPU)"] = rate
+            contenders, num_envs, WINDOW, args.updates, args.repeats, args.seed,
+            warm_up=[name for name in contenders if name != BRAX],
+        )  # fmt: skip
         base = medians["minimal PyTorch loop"]
-        cells = [f"{medians[name]:,.0f} ({medians[name] / base:.2f})" for name in names]
+        cells = [f"{medians[name]:,.0f} ({medians[name] / base:.2f})" for name in contenders]
+        if use_brax:
+            cells.append(f"{max(medians[name] for name in compiled) / medians[BRAX]:.2f}")
         print(f"| {num_envs} | " + " | ".join(cells) + " |", flush=True)
-        for name in names:
+        for name in contenders:
             results[name].append(medians[name])
     print()
     for (_, num_envs, chunk, scope), seconds in overhead.COMPILE_SECONDS.items():

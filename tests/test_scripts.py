@@ -181,6 +181,38 @@ def test_side_by_side_names_one_compiled_update_per_chunk_size():
     assert list(side_by_side.torch_contenders([8]))[-1] == "pathgrad compiled update"
 
 
+def test_side_by_side_alternates_brax_with_the_torch_runs(monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import overhead
+        import side_by_side
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    calls = []
+
+    def fake_brax(num_envs, updates, epochs):
+        calls.append("brax")
+        return 1000.0 * calls.count("brax"), 2.5  # env-steps/s, JIT seconds
+
+    def torch_run(num_envs, window, updates, seed):
+        calls.append(f"torch {updates}")
+        return 1.0
+
+    monkeypatch.setattr(side_by_side, "brax_apg", fake_brax)
+    jit_seconds = {}
+    contenders = {
+        "torch": torch_run,
+        "brax": side_by_side.brax_contender(300, 2, jit_seconds),
+    }
+    rates = overhead.median_rates(contenders, 4, 8, 10, 3, 0, warm_up=["torch"])
+    # one warm-up of the torch contender only, then the two alternate
+    assert calls == ["torch 1", "torch 10", "brax", "torch 10", "brax", "torch 10", "brax"]
+    assert rates["torch"] == 4 * 8 * 10
+    assert rates["brax"] == pytest.approx(2000.0)  # the median of Brax's rates 1000, 2000, 3000
+    assert jit_seconds == {4: 2.5}
+
+
 def test_baselines_summary_counts_a_seed_that_never_reached_the_mark_as_the_slowest():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
