@@ -26,8 +26,12 @@ from pathgrad.runs.run import read_metrics  # noqa: E402
 ANCHORS = {
     "ant": {
         "label": "SHAC on DiffRL's Ant (AHAC authors' re-runs)",
-        "points": {1.0e6: (1600, 1900), 2.0e6: (3300, 4200), 4.1e6: (5000, 6000),
-                   8.0e6: (6500, 7000)},  # fmt: skip
+        "points": {
+            1.0e6: (1600, 1900),
+            2.0e6: (3300, 4200),
+            4.1e6: (5000, 6000),
+            8.0e6: (6500, 7000),
+        },  # fmt: skip
     },
 }
 
