@@ -20,7 +20,7 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
