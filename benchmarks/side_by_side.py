@@ -239,7 +239,7 @@ def main() -> None:
             use_brax = False
     torch.set_num_threads(1)
     contenders = torch_contenders(args.chunk_steps)
-    compiled = [name for name in contenders if name.startswith("pathgrad compiled")]
+    pathgrad_paths = [name for name in contenders if name.startswith("pathgrad")]
     jit_seconds: dict[int, float] = {}
     if use_brax:
         contenders[BRAX] = brax_contender(args.brax_updates, args.brax_epochs, jit_seconds)
@@ -262,7 +262,7 @@ def main() -> None:
         base = medians["minimal PyTorch loop"]
         cells = [f"{medians[name]:,.0f} ({medians[name] / base:.2f})" for name in contenders]
         if use_brax:
-            cells.append(f"{max(medians[name] for name in compiled) / medians[BRAX]:.2f}")
+            cells.append(f"{max(medians[name] for name in pathgrad_paths) / medians[BRAX]:.2f}")
         print(f"| {num_envs} | " + " | ".join(cells) + " |", flush=True)
         for name in contenders:
             results[name].append(medians[name])
