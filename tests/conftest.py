@@ -3,8 +3,9 @@
 On a cold cache every worker that first builds a Newton model compiles the same
 Warp kernels (tens of seconds); under ``--dist loadgroup`` (``make test``) the
 ``newton`` group runs on one worker, which compiles them once. xdist hands out
-the other tests in collection order, so the long ones (marked ``slow``, or in
-the modules that start processes and train) are moved to the front: started
+units (a group, or one test) in collection order, so the largest units go to the
+front: the ``newton`` group first (minutes on one worker), then the long tests
+(marked ``slow``, or in the modules that start processes and train); started
 last, one of them would keep one worker busy while the other idles.
 """
 
@@ -25,8 +26,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if any(f"/tests/{part}" in path for part in NEWTON_TESTS):
             item.add_marker(pytest.mark.xdist_group("newton"))
 
-    def starts_late(item: pytest.Item) -> bool:
-        in_long_module = any(f"/tests/{part}" in item.path.as_posix() for part in LONG_TESTS)
-        return not (in_long_module or item.get_closest_marker("slow"))
+    def start_order(item: pytest.Item) -> int:
+        """0: the Newton group (the largest unit xdist hands out), 1: long, 2: the rest."""
+        path = item.path.as_posix()
+        if any(f"/tests/{part}" in path for part in NEWTON_TESTS):
+            return 0
+        if any(f"/tests/{part}" in path for part in LONG_TESTS) or item.get_closest_marker("slow"):
+            return 1
+        return 2
 
-    items.sort(key=starts_late)  # stable: the order within each part is kept
+    items.sort(key=start_order)  # stable: the order within each part is kept
