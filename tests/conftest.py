@@ -19,19 +19,23 @@ LONG_TESTS = ("commands/test_sweep_faults.py", "commands/test_sweeps.py", "distr
               "test_scripts.py", "test_docs.py")  # fmt: skip
 
 
+def under(item: pytest.Item, parts: tuple[str, ...]) -> bool:
+    """Whether ``item``'s file lies under one of ``parts`` of tests/."""
+    path = item.path.as_posix()
+    return any(f"/tests/{part}" in path for part in parts)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        path = item.path.as_posix()
-        if any(f"/tests/{part}" in path for part in NEWTON_TESTS):
+        if under(item, NEWTON_TESTS):
             item.add_marker(pytest.mark.xdist_group("newton"))
 
     def start_order(item: pytest.Item) -> int:
         """0: the Newton group (the largest unit xdist hands out), 1: long, 2: the rest."""
-        path = item.path.as_posix()
-        if any(f"/tests/{part}" in path for part in NEWTON_TESTS):
+        if under(item, NEWTON_TESTS):
             return 0
-        if any(f"/tests/{part}" in path for part in LONG_TESTS) or item.get_closest_marker("slow"):
+        if under(item, LONG_TESTS) or item.get_closest_marker("slow"):
             return 1
         return 2
 

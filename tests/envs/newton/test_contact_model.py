@@ -6,7 +6,13 @@ import pytest
 
 pytest.importorskip("newton")
 
-from pathgrad.envs.newton import DiffRLAnt, DiffRLHopper, DiffRLHumanoid, NewtonAnt  # noqa: E402
+from pathgrad.envs.newton import (  # noqa: E402
+    DiffRLAnt,
+    DiffRLHalfCheetah,
+    DiffRLHopper,
+    DiffRLHumanoid,
+    NewtonAnt,
+)
 
 ROBOTS = [NewtonAnt, DiffRLAnt, DiffRLHopper, DiffRLHumanoid]
 
@@ -35,6 +41,10 @@ def test_overrides_replace_only_their_entries():
         "contact_kd": 3.0,
     }
     assert contact_model_with(defaults, None) == defaults
-    assert (
-        contact_model_with(defaults, {"mu": 0.5}, ["contact_ke", "contact_kd", "mu"])["mu"] == 0.5
-    )
+
+
+@pytest.mark.parametrize("robot", [DiffRLHopper, DiffRLHalfCheetah], ids=lambda r: r.__name__)
+def test_each_planar_robot_defaults_every_contact_model_entry(robot):
+    from pathgrad.envs.newton.planar import CONTACT_MODEL_KEYS
+
+    assert sorted(robot.contact_defaults) == sorted(CONTACT_MODEL_KEYS)

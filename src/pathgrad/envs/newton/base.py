@@ -384,15 +384,14 @@ def check_positive_integers(**values: Any) -> None:
 def contact_model_with(
     defaults: Mapping[str, float],
     overrides: Mapping[str, float] | None,
-    entries: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """``defaults`` with ``overrides`` applied, each entry checked.
 
     Raises:
-        ValueError: Naming an override that is not one of ``entries`` (default:
-            the keys of ``defaults``), or an entry that is negative or NaN.
+        ValueError: Naming an override that is not a key of ``defaults``, or an
+            entry that is negative or NaN.
     """
-    entries = list(defaults if entries is None else entries)
+    entries = list(defaults)
     unknown = sorted(set(overrides or {}) - set(entries))
     if unknown:
         raise ValueError(

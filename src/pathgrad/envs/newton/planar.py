@@ -110,9 +110,7 @@ class DiffRLPlanarEnv(NewtonEnv):
             non_negative={"action_penalty": action_penalty},
         )
         check_positive_integers(substeps=substeps, mass_matrix_interval=mass_matrix_interval)
-        self.contact_model = contact_model_with(
-            self.contact_defaults, contact_model, CONTACT_MODEL_KEYS
-        )
+        self.contact_model = contact_model_with(self.contact_defaults, contact_model)
         self.action_penalty = float(action_penalty)
         self.stochastic_init = bool(stochastic_init)
         self.mass_matrix_interval = int(mass_matrix_interval)
