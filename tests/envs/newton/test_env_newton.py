@@ -124,6 +124,19 @@ def test_bad_input_is_named(tmp_path):
     arm.write_text(ARM)
     with pytest.raises(ValueError, match="actuated joint 'elbow' does not exist; joints: shoulder"):
         Swing(1, model_file=arm, actuated_joints=["elbow"])
+    with pytest.raises(ValueError, match="actuated_joints is empty: name at least one of the joi"):
+        Swing(1, model_file=arm, actuated_joints=[])
+    with pytest.raises(ValueError, match="must be a list of joint names, got 'shoulder'"):
+        Swing(1, model_file=arm, actuated_joints="shoulder")
+    with pytest.raises(ValueError, match="actuated joint 'shoulder' is given twice"):
+        Swing(1, model_file=arm, actuated_joints=["shoulder", "shoulder"])
+    ball = tmp_path / "ball.xml"
+    ball.write_text(
+        "<mujoco><worldbody><body name='ball'><freejoint/><geom type='sphere' size='0.1'/>"
+        "</body></worldbody></mujoco>"
+    )
+    with pytest.raises(ValueError, match="the model has no joint to actuate"):
+        Swing(1, model_file=ball)
     with pytest.raises(
         ValueError, match=r"solver must be one of \['featherstone', 'semi_implicit'\], got 'xpbd'"
     ):

@@ -199,15 +199,35 @@ class NewtonEnv(BatchedDifferentiableEnv):
         return None
 
     def _actuated_dofs(self, world: Any, joints: Sequence[str] | None) -> list[int]:
+        """The DOF indices that the actions drive, one per action entry.
+
+        Raises:
+            ValueError: Naming a joint that does not exist, is ambiguous or is given
+                twice, ``actuated_joints`` given as one string, or a model without
+                any actuated DOF.
+        """
         starts, dims = list(world.joint_qd_start), list(world.joint_dof_dim)
-        free = {int(newton.JointType.FREE), int(newton.JointType.DISTANCE)}
+        known = ", ".join(label.rsplit("/", 1)[-1] for label in self.joint_labels)
         if joints is None:
-            return [
+            free = {int(newton.JointType.FREE), int(newton.JointType.DISTANCE)}
+            dofs = [
                 starts[j] + k
                 for j, joint_type in enumerate(world.joint_type)
                 if int(joint_type) not in free
                 for k in range(sum(dims[j]))
             ]
+            if not dofs:
+                raise ValueError(
+                    f"the model has no joint to actuate (only free joints); joints: {known}."
+                )
+            return dofs
+        if isinstance(joints, str):
+            raise ValueError(f"actuated_joints must be a list of joint names, got '{joints}'.")
+        if not joints:
+            raise ValueError(f"actuated_joints is empty: name at least one of the joints: {known}.")
+        repeated = sorted({name for name in joints if list(joints).count(name) > 1})
+        if repeated:
+            raise ValueError(f"actuated joint '{repeated[0]}' is given twice.")
         dofs = []
         for name in joints:
             matches = [
@@ -216,7 +236,6 @@ class NewtonEnv(BatchedDifferentiableEnv):
                 if label == name or label.rsplit("/", 1)[-1] == name
             ]
             if len(matches) != 1:
-                known = ", ".join(label.rsplit("/", 1)[-1] for label in self.joint_labels)
                 raise ValueError(
                     f"actuated joint '{name}' {'is ambiguous' if matches else 'does not exist'}; "
                     f"joints: {known}."
