@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -103,4 +105,21 @@ def test_state_dict_round_trip_continues_identically(env_type):
 def test_step_rejects_a_wrong_action_shape(env_type):
     env = env_type(2)
     with pytest.raises(ValueError, match=r"action must have shape \(2, "):
+        env.step(torch.zeros(3, env.action_dim))
+
+
+@pytest.mark.parametrize("wrong", ["float", "shape"])
+def test_a_terminated_hook_that_is_not_one_bool_per_row_is_named(wrong):
+    from pathgrad.envs import PointMass
+
+    class Ends(PointMass):
+        def _terminated(self, state):
+            ends = state["position"].norm(dim=-1) > 0.0
+            return ends.float() if wrong == "float" else ends[:, None]
+
+    env = Ends(3, seed=0)
+    env.reset(seed=0)
+    got = "torch.float32 of shape (3,)" if wrong == "float" else "torch.bool of shape (3, 1)"
+    expected = f"Ends._terminated must return a bool tensor of shape (3,), got {got}."
+    with pytest.raises(TypeError, match=re.escape(expected)):
         env.step(torch.zeros(3, env.action_dim))

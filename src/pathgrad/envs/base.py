@@ -309,6 +309,11 @@ class BatchedDifferentiableEnv(ABC):
         """The step without its extras: observation, reward, flags, state before and after reset."""
         next_state, reward = self._dynamics_and_reward(state, action)
         terminated = self._terminated(next_state)
+        if terminated.dtype != torch.bool or terminated.shape != action.shape[:1]:
+            raise TypeError(
+                f"{type(self).__name__}._terminated must return a bool tensor of shape "
+                f"({action.shape[0]},), got {terminated.dtype} of shape {tuple(terminated.shape)}."
+            )
         elapsed_steps = elapsed_steps + 1
         truncated = elapsed_steps >= self.max_episode_steps
         done = terminated | truncated if self._can_terminate else truncated

@@ -111,6 +111,27 @@ class Swing(NewtonEnv):
         return -next_state["joint_q"].square().sum(-1)
 
 
+def test_hooks_returning_the_wrong_shape_are_named(tmp_path):
+    arm = tmp_path / "arm.xml"
+    arm.write_text(ARM)
+
+    class OneForce(Swing):
+        def extra_joint_forces(self, state):
+            return -state["joint_qd"][:, 0]  # [N]: would broadcast to [N, N]
+
+    class NoVelocities(Swing):
+        def _sample_initial_state(self, num):
+            return {"joint_q": self.default_joint_q.expand(num, -1).clone()}
+
+    env = OneForce(2, model_file=arm)
+    with pytest.raises(ValueError, match=r"OneForce.extra_joint_forces must return shape "
+                       r"\(2, 1\) \(num_envs, dofs\), got \(2,\)"):  # fmt: skip
+        env.step(torch.zeros(2, 1))
+    with pytest.raises(ValueError, match=r"NoVelocities._sample_initial_state\(2\) must return "
+                       r"'joint_qd' of shape \(2, 1\); got no such entry"):  # fmt: skip
+        NoVelocities(2, model_file=arm)
+
+
 def test_bad_input_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="model_file '.*nowhere.xml' does not exist"):
         Swing(1, model_file=tmp_path / "nowhere.xml")

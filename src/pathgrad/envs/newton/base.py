@@ -274,7 +274,14 @@ class NewtonEnv(BatchedDifferentiableEnv):
             (self.num_envs, self.dofs), dtype=action.dtype, device=action.device
         ).index_add(1, self._actuated_index, action * self.action_scale)
         extra = self.extra_joint_forces(state)
-        return forces if extra is None else forces + extra
+        if extra is None:
+            return forces
+        if extra.shape != forces.shape:
+            raise ValueError(
+                f"{type(self).__name__}.extra_joint_forces must return shape "
+                f"{tuple(forces.shape)} (num_envs, dofs), got {tuple(extra.shape)}."
+            )
+        return forces + extra
 
     # Kinematics ----------------------------------------------------------------------
 
@@ -325,6 +332,14 @@ class NewtonEnv(BatchedDifferentiableEnv):
     def _initial_state(self, num: int) -> State:
         """Sampled initial states, with their body coordinates when the solver carries them."""
         state = self._sample_initial_state(num)
+        for key, width in (("joint_q", self.coordinates), ("joint_qd", self.dofs)):
+            value = state.get(key) if isinstance(state, Mapping) else None
+            if not isinstance(value, torch.Tensor) or value.shape != (num, width):
+                got = "no such entry" if value is None else f"{getattr(value, 'shape', value)}"
+                raise ValueError(
+                    f"{type(self).__name__}._sample_initial_state({num}) must return "
+                    f"'{key}' of shape ({num}, {width}); got {got}."
+                )
         if self.simulation.maximal:
             state = {**state, **self._body_coordinates(state["joint_q"], state["joint_qd"])}
         return state
