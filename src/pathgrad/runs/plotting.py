@@ -6,17 +6,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import yaml
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - after choosing the non-interactive backend
-import yaml  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
-
-from pathgrad.core.atomic_files import atomic_write  # noqa: E402
-from pathgrad.runs.run import CONFIG_FILE, read_metrics  # noqa: E402
-from pathgrad.runs.seed_groups import group_by_config, seed_band  # noqa: E402
+from pathgrad.core.atomic_files import atomic_write
+from pathgrad.runs.run import CONFIG_FILE, read_metrics
+from pathgrad.runs.seed_groups import group_by_config, seed_band
 
 __all__ = ["learning_curve_figure", "plot_runs", "run_label", "save_png"]
 
@@ -72,17 +69,12 @@ def plot_runs(
 
 
 def save_png(figure: Figure, output: str | Path) -> Path:
-    """Write ``figure`` to ``output`` atomically as a PNG and close it.
+    """Write ``figure`` to ``output`` atomically as a PNG.
 
     Raises:
         OSError: If ``output`` cannot be written.
     """
-    try:
-        return atomic_write(
-            Path(output), lambda handle: figure.savefig(handle, format="png", dpi=110)
-        )
-    finally:
-        plt.close(figure)
+    return atomic_write(Path(output), lambda handle: figure.savefig(handle, format="png", dpi=110))
 
 
 def learning_curve_figure(
@@ -122,9 +114,10 @@ def learning_curve_figure(
         for panel in HEALTH_PANELS
         if any(_points(run_records, *panel[:2]) for run_records in records.values())
     ]
-    figure, axes = plt.subplots(
-        len(panels), len(AXES), figsize=(11, 3.5 * len(panels) + 0.5), squeeze=False
-    )
+    # A figure on its own Agg canvas: no pyplot (its import and global state) needed.
+    figure = Figure(figsize=(11, 3.5 * len(panels) + 0.5))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(len(panels), len(AXES), squeeze=False)
     if aggregate is None:
         curves = {run_label(run_dir, run_dirs): [run_dir] for run_dir in run_dirs}
     else:
