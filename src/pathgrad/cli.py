@@ -35,6 +35,7 @@ from pathgrad.commands.inspection import (
 )
 from pathgrad.commands.rendering import command_render
 from pathgrad.commands.training import command_resume, command_train
+from pathgrad.core.crash_report import print_crash
 from pathgrad.core.env_contract import EnvContractError
 from pathgrad.core.parent_watch import watch_parent
 from pathgrad.distributed import DistributedError
@@ -200,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as error:
         print(f"pathgrad: error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:  # noqa: BLE001 - a bug: in the user's env or callback, or ours
+        print_crash(error)
         return 1
 
 

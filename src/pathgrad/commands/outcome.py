@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pathgrad.core.crash_report import describe
 from pathgrad.runs.run import CURVE_FILE, write_summary
 
 __all__ = [
@@ -23,7 +24,14 @@ def print_warning(message: str) -> None:
 
 
 def final_writes(
-    trainer: Any, run_dir: Path, status: str, failure: OSError | None, *, main: bool, write: bool
+    trainer: Any,
+    run_dir: Path,
+    status: str,
+    failure: OSError | None,
+    *,
+    main: bool,
+    write: bool,
+    crash: Exception | None = None,
 ) -> tuple[str | None, str | None]:
     """The final checkpoint and the summary; returns the checkpoint and the error to report.
 
@@ -31,6 +39,7 @@ def final_writes(
     be gone) or after a failure before the first update (nothing to keep).
     A write that fails here (a full disk) leaves the last checkpoint as the
     run's state and is reported instead of raised over the first error.
+    ``crash``: the exception that stopped the run, recorded as the summary's error.
     """
     if not write:
         return None, None
@@ -45,7 +54,8 @@ def final_writes(
     error = None if first is None else write_failure(first, trainer, run_dir)
     if main:
         try:
-            write_summary(run_dir, trainer, status, error)
+            recorded = error if error is not None or crash is None else describe(crash)
+            write_summary(run_dir, trainer, status, recorded)
         except OSError as problem:
             error = error or write_failure(problem, trainer, run_dir)
     return final, error
@@ -60,6 +70,16 @@ def write_failure(failure: OSError, trainer: Any, run_dir: Path) -> str:
     return (
         f"cannot write {what}: {reason}; the run stopped after update {trainer.num_updates} and "
         f"{state} (`pathgrad resume {run_dir}` once the cause is fixed)."
+    )
+
+
+def crash_note(trainer: Any, run_dir: Path, final: str | None) -> str:
+    """Where a run that an exception stopped stands, and how to go on once it is fixed."""
+    kept = final or trainer.latest_checkpoint_path
+    state = f"its checkpoint {kept} is kept" if kept else "it has no checkpoint"
+    return (
+        f"The run {run_dir} stopped as failed after update {trainer.num_updates}; {state} "
+        f"(`pathgrad resume {run_dir}` once the cause is fixed)."
     )
 
 

@@ -29,6 +29,7 @@ from pathgrad.commands import (
     signals_raise,
 )
 from pathgrad.commands.outcome import (
+    crash_note,
     final_writes,
     print_outcome,
     print_start,
@@ -409,6 +410,7 @@ def _run_training(
     status = "failed"  # until training returns or a signal stops it
     started = False  # training began: the run's files describe this attempt
     write_failure: OSError | None = None
+    crash: Exception | None = None
     try:
         with signals_raise(trainer.request_interrupt):
             trainer.interrupts.close()  # set-up is not split: a signal waits for its end
@@ -448,22 +450,29 @@ def _run_training(
             print(f"pathgrad: diverged: {divergence}", file=sys.stderr)
     except OSError as failure:  # a file it cannot write: reported once the run is left safe
         if failure.errno not in _WRITE_FAULTS:
+            crash = failure
             raise
         write_failure = failure
+    except Exception as failure:  # a bug (the user's env, a callback, ours): told where the run is
+        crash = failure
+        raise
     finally:
         with signals_ignored():
             if progress is not None:
                 progress.close()
             keeps_files = started or status != "failed"
             final, error = final_writes(
-                trainer, run_dir, status, write_failure, main=main, write=keeps_files
-            )
+                trainer, run_dir, status, write_failure, main=main, write=keeps_files,
+                crash=crash,
+            )  # fmt: skip
             curve = write_curve(run_dir) if main and keeps_files else None
             if writer is not None:
                 with contextlib.suppress(OSError):  # a full disk: the run's line says so
                     writer.close()
             if wandb_run is not None:
                 wandb_run.finish()
+            if crash is not None and main and keeps_files:
+                crash.add_note(crash_note(trainer, run_dir, final))
     if not quiet:
         print_outcome(trainer, status, run_dir, final, curve, writer is not None)
     if write_failure is not None:

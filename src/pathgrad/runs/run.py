@@ -21,6 +21,7 @@ import torch
 from pathgrad.algo.registry import get_algorithm
 from pathgrad.core.atomic_files import atomic_write
 from pathgrad.core.checkpoint_index import json_safe
+from pathgrad.core.crash_report import user_frame
 from pathgrad.differentiable_trainer import DifferentiableTrainer
 from pathgrad.distributed.context import rank_seed
 from pathgrad.distributed.sync import DataParallel
@@ -191,7 +192,9 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
         )
     except (ValueError, TypeError, FileNotFoundError) as error:
         label = "env.train_cfg / env.cfg" if training and config.env.train_cfg else "env.cfg"
-        raise ConfigError(f"{label}: {error}") from error
+        frame = user_frame(error)  # raised by the user's own env: say where
+        where = "" if frame is None else f" (at {frame.filename}:{frame.lineno} in {frame.name})"
+        raise ConfigError(f"{label}: {error}{where}") from error
 
 
 def build_policy(config: RunConfig, env: Any) -> Policy:

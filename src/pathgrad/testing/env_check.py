@@ -21,6 +21,7 @@ from typing import Any
 
 from torch.autograd.gradcheck import GradcheckError
 
+from pathgrad.core.crash_report import describe
 from pathgrad.core.env_contract import (
     Problem,
     action_dim,
@@ -160,7 +161,7 @@ def check_env(
             outcomes[name] = _skipped(name, str(reason))
             return
         except Exception as error:  # noqa: BLE001 - whatever the env raises is a failure
-            failures, note = [f"raised {type(error).__name__}: {_first_line(error)}"], ""
+            failures, note = [f"raised {describe(error)}"], ""
         outcomes[name] = CheckOutcome(name, tuple(failures), note)
 
     run("contract", lambda: _check_contract(env, seed, num_steps, contract))
