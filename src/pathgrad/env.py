@@ -39,6 +39,7 @@ import sys
 import types
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -174,12 +175,19 @@ def import_env_modules(modules: str | Sequence[str] | None) -> None:
     """Import the modules that register envs (the config key ``env.module``).
 
     Raises:
-        ImportError: Or any error the module raises while it is imported.
+        ImportError: Or any error the module raises while it is imported; a file
+            path given instead of a module name says which name to give.
     """
     names = [modules] if isinstance(modules, str) else list(modules or ())
     if names:
         _working_directory_importable()
     for name in names:
+        if name.endswith(".py") or "/" in name or os.sep in name:
+            path = Path(name)
+            raise ImportError(
+                f"give the module's import name, not a file path: '{path.stem}', with its "
+                f"folder ({path.parent.resolve()}) the working directory or on PYTHONPATH"
+            )
         importlib.import_module(name)
 
 

@@ -4,6 +4,7 @@ and what an env declares it supports."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -121,6 +122,26 @@ def test_a_module_that_cannot_be_imported_is_a_config_error(tmp_path, user_code)
     result = run("train", "env.module=nowhere_envs", cwd=tmp_path, code=user_code)
     assert result.returncode == 2 and "env.module: cannot import" in result.stderr
     assert list(tmp_path.iterdir()) == [user_code]
+
+
+@pytest.mark.parametrize("given", ["my_envs.py", "envs/my_envs.py"])
+def test_a_file_path_as_env_module_names_the_import_name(user_code, given):
+    folder = (Path.cwd() / given).parent.resolve()
+    expected = (
+        f"env.module: cannot import '{given}': ImportError: give the module's import name, "
+        f"not a file path: 'my_envs', with its folder ({folder}) the working directory"
+    )
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_config(None, [f"env.module={given}"])
+
+
+def test_an_error_in_the_users_module_names_its_line(tmp_path, monkeypatch, user_code):
+    (tmp_path / "raising_envs.py").write_text("import math\n\nrate = math.log(0.0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    expected = (f"env.module: cannot import 'raising_envs': ValueError: math domain error at "
+                f"{tmp_path / 'raising_envs.py'}:3 in <module>")  # fmt: skip
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_config(None, ["env.module=raising_envs"])
 
 
 def test_what_an_env_supports_is_honoured(user_code):

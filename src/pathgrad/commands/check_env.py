@@ -12,6 +12,7 @@ import difflib
 from typing import Any
 
 from pathgrad.commands import UsageError
+from pathgrad.core.crash_report import describe
 from pathgrad.env import (
     get_learning_env_factory,
     get_registered_learning_env_names,
@@ -85,7 +86,7 @@ def command_check_env(args: argparse.Namespace) -> int:
         try:
             import_env_modules(module)
         except Exception as error:  # noqa: BLE001 - any failing import is a usage error
-            raise UsageError(f"--module {module}: cannot import it: {error}") from error
+            raise UsageError(f"--module {module}: cannot import it: {describe(error)}") from error
     _require_registered(options.name)
     for override in options.overrides:
         key = override.partition("=")[0]

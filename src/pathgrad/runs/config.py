@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from pathgrad.algo.registry import ALGORITHMS, get_algorithm, retired_field_error
+from pathgrad.core.crash_report import describe
 from pathgrad.core.devices import device_problem
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import (
@@ -253,7 +254,7 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
         import_env_modules(config.env.module)
     except Exception as error:  # noqa: BLE001 - any failing import is a config error
         raise ConfigError(
-            f"env.module: cannot import {config.env.module!r}: {type(error).__name__}: {error}"
+            f"env.module: cannot import {config.env.module!r}: {describe(error)}"
         ) from error
     try:
         factory = get_learning_env_factory(config.env.name)
