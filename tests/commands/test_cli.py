@@ -295,6 +295,12 @@ MALFORMED = [
     ),
     ("algorithm:\n  name: shac\n  cfg:\n    lam: 2.0\n", "algorithm.cfg: lam must be in [0, 1]"),
     ("trainer:\n  seed: [1\n", "YAML syntax error in"),
+    (  # PyYAML would keep the second section alone
+        "trainer:\n  total_updates: 5\nenv:\n  name: PointMass\ntrainer:\n  seed: 3\n",
+        "'bad.yaml' line 5, column 1: key 'trainer' is given twice (first at line 1)",
+    ),
+    ("env: {name: PointMass, name: Pendulum}\n", "key 'name' is given twice (first at line 1)"),
+    (b"env:\n  name: Point\xe9Mass\n", "config file 'bad.yaml' is not UTF-8 text (byte 18"),
     (  # checked before the run directory exists, not at the first update
         "trainer:\n  total_updates: 500\nalgorithm:\n  cfg:\n    lr_scheduler:\n"
         "      name: linear\n      kwargs: {total_iters: 100}\n",
@@ -313,7 +319,8 @@ def test_malformed_configs_exit_2_naming_the_key_and_write_nothing(tmp_path):
     for index, (text, expected) in enumerate(MALFORMED):
         folder = tmp_path / f"case{index}"
         folder.mkdir()
-        (folder / "bad.yaml").write_text(text)
+        bad = folder / "bad.yaml"
+        bad.write_bytes(text) if isinstance(text, bytes) else bad.write_text(text)
         if index == 0:  # the installed command, once; the others in this process
             command = [PATHGRAD, "train", "bad.yaml", "--quiet"]
             result = subprocess.run(command, cwd=folder, capture_output=True, text=True)

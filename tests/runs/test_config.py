@@ -68,6 +68,17 @@ def test_a_section_value_given_by_a_file_is_taken_whole(tmp_path):
     assert load_config(path).algorithm.cfg == {"gamma": 0.9}  # the APGCfg defaults apply
 
 
+def test_yaml_merge_keys_may_repeat_what_they_merge(tmp_path):
+    path = tmp_path / "merged.yaml"
+    path.write_text(
+        "env:\n  name: PointMass\n  cfg: &point\n    mass: 2.0\n    dt: 0.05\n"
+        "  train_cfg:\n    <<: *point\n    mass: 3.0\n"
+    )
+    config = load_config(path, [])
+    assert config.env.cfg == {"mass": 2.0, "dt": 0.05}
+    assert config.env.train_cfg == {"mass": 3.0, "dt": 0.05}
+
+
 def test_the_last_budget_given_wins(tmp_path):
     config = load_config(None, ["trainer.total_timesteps=5000"])
     assert (config.trainer.total_timesteps, config.trainer.total_updates) == (5000, None)

@@ -29,7 +29,29 @@ class ConfigError(ValueError):
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML loader that also reads ``1e-3`` (no dot) as a float."""
+    """YAML loader that also reads ``1e-3`` (no dot) as a float and refuses a key given twice.
+
+    PyYAML keeps the last of two equal keys, so a second ``trainer:`` section
+    would drop the first one's settings without a word.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may repeat keys
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                line = first_lines.get(key)
+            except TypeError:  # an unhashable key: the constructor names it
+                continue
+            if line is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' is given twice (first at line {line + 1})",
+                    key_node.start_mark,
+                )  # fmt: skip
+            first_lines[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
 
 
 _Loader.add_implicit_resolver(
@@ -51,6 +73,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"cannot read config file '{path}': {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"config file '{path}' is not UTF-8 text (byte {error.start}: {error.reason})."
+        ) from error
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as error:
