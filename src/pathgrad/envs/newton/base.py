@@ -335,7 +335,11 @@ class NewtonEnv(BatchedDifferentiableEnv):
         for key, width in (("joint_q", self.coordinates), ("joint_qd", self.dofs)):
             value = state.get(key) if isinstance(state, Mapping) else None
             if not isinstance(value, torch.Tensor) or value.shape != (num, width):
-                got = "no such entry" if value is None else f"{getattr(value, 'shape', value)}"
+                got = (
+                    "no such entry" if value is None
+                    else f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
+                    else f"a {type(value).__name__}"
+                )  # fmt: skip
                 raise ValueError(
                     f"{type(self).__name__}._sample_initial_state({num}) must return "
                     f"'{key}' of shape ({num}, {width}); got {got}."
