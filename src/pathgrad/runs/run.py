@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -198,7 +199,18 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
 
 
 def build_policy(config: RunConfig, env: Any) -> Policy:
-    """The configured policy, sized from the env's spaces, in the env's dtype and device."""
+    """The configured policy, sized from the env's spaces, in the env's dtype and device.
+
+    Raises:
+        ConfigError: For an env without observations or actions (a passive model).
+    """
+    spaces = {"observations": env.single_observation_space, "actions": env.single_action_space}
+    for what, space in spaces.items():
+        if math.prod(space.shape) == 0:
+            raise ConfigError(
+                f"env.name: {config.env.name} has no {what} (a space of shape {space.shape}); "
+                "a policy needs at least one of each (a Newton env: name its actuated_joints)."
+            )
     section = config.policy
     if section.name == "actor_only":
         from pathgrad.models import build_policy as build_reference_policy

@@ -19,7 +19,7 @@ from helpers import ROOT, assert_same_windows, learning_state  # noqa: E402
 from pathgrad.envs import CartPoleSwingUp  # noqa: E402
 from pathgrad.envs.newton import NewtonCartPoleSwingUp, NewtonEnv, NewtonStep  # noqa: E402
 from pathgrad.runs.config import ConfigError, load_config  # noqa: E402
-from pathgrad.runs.run import build_run  # noqa: E402
+from pathgrad.runs.run import build_policy, build_run  # noqa: E402
 from pathgrad.testing import check_env_gradients  # noqa: E402
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
@@ -145,8 +145,6 @@ def test_bad_input_is_named(tmp_path):
     arm.write_text(ARM)
     with pytest.raises(ValueError, match="actuated joint 'elbow' does not exist; joints: shoulder"):
         Swing(1, model_file=arm, actuated_joints=["elbow"])
-    with pytest.raises(ValueError, match="actuated_joints is empty: name at least one of the joi"):
-        Swing(1, model_file=arm, actuated_joints=[])
     with pytest.raises(ValueError, match="must be a list of joint names, got 'shoulder'"):
         Swing(1, model_file=arm, actuated_joints="shoulder")
     with pytest.raises(ValueError, match="actuated joint 'shoulder' is given twice"):
@@ -156,8 +154,13 @@ def test_bad_input_is_named(tmp_path):
         "<mujoco><worldbody><body name='ball'><freejoint/><geom type='sphere' size='0.1'/>"
         "</body></worldbody></mujoco>"
     )
-    with pytest.raises(ValueError, match="the model has no joint to actuate"):
-        Swing(1, model_file=ball)
+    passive = Swing(2, model_file=ball)  # a passive model steps without actions (it falls)
+    assert passive.action_dim == 0 and Swing(2, model_file=arm, actuated_joints=[]).action_dim == 0
+    passive.reset(seed=0)
+    assert passive.step(torch.zeros(2, 0))[0].shape == (2, 13)
+    with pytest.raises(ConfigError, match=r"env.name: NewtonReacher has no actions \(a space of "
+                       r"shape \(0,\)\); a policy needs at least one of each"):  # fmt: skip
+        build_policy(load_config(None, ["env.name=NewtonReacher"]), passive)
     with pytest.raises(
         ValueError, match=r"solver must be one of \['featherstone', 'semi_implicit'\], got 'xpbd'"
     ):

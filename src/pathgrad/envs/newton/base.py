@@ -135,7 +135,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
         self.body_labels = list(world.body_label)
         self._kinematics: NewtonKinematics | None = None
         self.actuated_dofs = self._actuated_dofs(world, actuated_joints)
-        self._actuated_index = torch.as_tensor(self.actuated_dofs, device=torch.device(device))
+        self._actuated_index = torch.as_tensor(
+            self.actuated_dofs, dtype=torch.long, device=torch.device(device)
+        )  # long even when empty
         self.action_dim = len(self.actuated_dofs)
         scale = np.broadcast_to(np.asarray(action_scale, dtype=np.float32), (self.action_dim,))
         self.action_scale = torch.tensor(scale.copy(), device=torch.device(device))
@@ -201,30 +203,25 @@ class NewtonEnv(BatchedDifferentiableEnv):
     def _actuated_dofs(self, world: Any, joints: Sequence[str] | None) -> list[int]:
         """The DOF indices that the actions drive, one per action entry.
 
+        None of them (a passive model, or ``actuated_joints=[]``) gives an env
+        without actions.
+
         Raises:
             ValueError: Naming a joint that does not exist, is ambiguous or is given
-                twice, ``actuated_joints`` given as one string, or a model without
-                any actuated DOF.
+                twice, or ``actuated_joints`` given as one string.
         """
         starts, dims = list(world.joint_qd_start), list(world.joint_dof_dim)
         known = ", ".join(label.rsplit("/", 1)[-1] for label in self.joint_labels)
         if joints is None:
             free = {int(newton.JointType.FREE), int(newton.JointType.DISTANCE)}
-            dofs = [
+            return [
                 starts[j] + k
                 for j, joint_type in enumerate(world.joint_type)
                 if int(joint_type) not in free
                 for k in range(sum(dims[j]))
             ]
-            if not dofs:
-                raise ValueError(
-                    f"the model has no joint to actuate (only free joints); joints: {known}."
-                )
-            return dofs
         if isinstance(joints, str):
             raise ValueError(f"actuated_joints must be a list of joint names, got '{joints}'.")
-        if not joints:
-            raise ValueError(f"actuated_joints is empty: name at least one of the joints: {known}.")
         repeated = sorted({name for name in joints if list(joints).count(name) > 1})
         if repeated:
             raise ValueError(f"actuated joint '{repeated[0]}' is given twice.")
