@@ -83,7 +83,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise ConfigError(f"YAML syntax error in '{path}'{where}: {problem}") from error
+        kind = (
+            "YAML error"
+            if isinstance(error, yaml.constructor.ConstructorError)
+            else "YAML syntax error"
+        )
+        raise ConfigError(f"{kind} in '{path}'{where}: {problem}") from error
     if data is None:
         return {}
     if not isinstance(data, dict):
