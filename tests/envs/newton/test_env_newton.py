@@ -147,6 +147,8 @@ def test_bad_input_is_named(tmp_path):
         Swing(1, model_file=arm, actuated_joints=["elbow"])
     with pytest.raises(ValueError, match="must be a list of joint names, got 'shoulder'"):
         Swing(1, model_file=arm, actuated_joints="shoulder")
+    with pytest.raises(ValueError, match=r"action_scale must be a number or 1 values \(one per"):
+        Swing(1, model_file=arm, action_scale=[1.0, 2.0])
     with pytest.raises(ValueError, match="actuated joint 'shoulder' is given twice"):
         Swing(1, model_file=arm, actuated_joints=["shoulder", "shoulder"])
     ball = tmp_path / "ball.xml"

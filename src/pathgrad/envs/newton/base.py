@@ -139,7 +139,13 @@ class NewtonEnv(BatchedDifferentiableEnv):
             self.actuated_dofs, dtype=torch.long, device=torch.device(device)
         )  # long even when empty
         self.action_dim = len(self.actuated_dofs)
-        scale = np.broadcast_to(np.asarray(action_scale, dtype=np.float32), (self.action_dim,))
+        scale = np.asarray(action_scale, dtype=np.float32)
+        if scale.ndim > 1 or (scale.ndim == 1 and scale.shape[0] != self.action_dim):
+            raise ValueError(
+                f"action_scale must be a number or {self.action_dim} values (one per actuated "
+                f"DOF), got {action_scale!r}."
+            )
+        scale = np.broadcast_to(scale, (self.action_dim,))
         self.action_scale = torch.tensor(scale.copy(), device=torch.device(device))
         self.default_joint_q = torch.tensor(world.joint_q, dtype=torch.float32, device=device)
         self.default_joint_qd = torch.tensor(world.joint_qd, dtype=torch.float32, device=device)
