@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["TRACEBACK_VARIABLE", "describe", "print_crash", "user_frame"]
+__all__ = ["TRACEBACK_VARIABLE", "describe", "print_crash", "user_frame", "user_line"]
 
 TRACEBACK_VARIABLE = "PATHGRAD_TRACEBACK"
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -43,12 +43,18 @@ def user_frame(error: BaseException) -> traceback.FrameSummary | None:
     return next((frame for frame in reversed(_frames(error)) if _is_users(frame.filename)), None)
 
 
+def user_line(error: BaseException) -> str | None:
+    """``my_envs.py:12 in _reward``: where the user's code raised ``error``, if it did."""
+    frame = user_frame(error)
+    return None if frame is None else f"{frame.filename}:{frame.lineno} in {frame.name}"
+
+
 def describe(error: BaseException) -> str:
     """``KeyError: 'x' at my_envs.py:12 in _reward``: the exception and the user's line."""
     message = str(error).strip().splitlines()
     text = f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
-    frame = user_frame(error)
-    return text if frame is None else f"{text} at {frame.filename}:{frame.lineno} in {frame.name}"
+    where = user_line(error)
+    return text if where is None else f"{text} at {where}"
 
 
 def print_crash(error: BaseException, stream: TextIO | None = None) -> None:

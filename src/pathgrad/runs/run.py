@@ -22,7 +22,7 @@ import torch
 from pathgrad.algo.registry import get_algorithm
 from pathgrad.core.atomic_files import atomic_write
 from pathgrad.core.checkpoint_index import json_safe
-from pathgrad.core.crash_report import user_frame
+from pathgrad.core.crash_report import user_line
 from pathgrad.differentiable_trainer import DifferentiableTrainer
 from pathgrad.distributed.context import rank_seed
 from pathgrad.distributed.sync import DataParallel
@@ -193,9 +193,8 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
         )
     except (ValueError, TypeError, FileNotFoundError) as error:
         label = "env.train_cfg / env.cfg" if training and config.env.train_cfg else "env.cfg"
-        frame = user_frame(error)  # raised by the user's own env: say where
-        where = "" if frame is None else f" (at {frame.filename}:{frame.lineno} in {frame.name})"
-        raise ConfigError(f"{label}: {error}{where}") from error
+        where = user_line(error)  # raised by the user's own env: say where
+        raise ConfigError(f"{label}: {error}{'' if where is None else f' (at {where})'}") from error
 
 
 def build_policy(config: RunConfig, env: Any) -> Policy:
