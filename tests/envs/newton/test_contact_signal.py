@@ -52,9 +52,9 @@ def test_world_origin_frame_is_dflexs_wrench_about_the_origin_and_velocity_produ
     the same trajectory), and the acceleration is ``sum over the chain of v x v_joint``
     with spatial velocities about the origin, at the last substep's start state."""
     env = DiffRLAnt(2, seed=0)
-    twin = DiffRLAnt(2, seed=0)
+    twin = DiffRLAnt(2, seed=0, contact_signal_frame="body")  # as env.cfg gives it
     assert env.contact_signal_frame == "world_origin"
-    twin.simulation.contact_signal.frame = "body"  # before the first step captures the graph
+    assert twin.simulation.contact_signal.frame == "body"
     env.reset(seed=0)
     twin.reset(seed=0)
     generator = torch.Generator().manual_seed(0)
@@ -105,6 +105,8 @@ def test_an_unknown_contact_signal_frame_is_named():
     sim = env.simulation
     with pytest.raises(ValueError, match="contact_signal_frame must be one of"):
         ContactSignal(sim.model, sim.solver, sim.substeps, 1.0 / 60.0, frame="com")
+    with pytest.raises(ValueError, match=r"contact_signal_frame must be one of .*got 'com'"):
+        DiffRLAnt(1, seed=0, contact_signal_frame="com")
 
 
 def test_the_signal_leaves_observations_rewards_and_gradients_bit_equal():

@@ -85,6 +85,7 @@ class NewtonAnt(NewtonEnv):
         seed: int | None = None,
         armature: float | Sequence[float] | None = None,
         joint_damping: float | Sequence[float] | None = None,
+        contact_signal_frame: str | None = None,
     ) -> None:
         check_constants(
             positive={"gear": gear, "termination_height": termination_height},
@@ -108,6 +109,7 @@ class NewtonAnt(NewtonEnv):
             seed=seed,
             armature=armature,
             joint_damping=joint_damping,
+            contact_signal_frame=contact_signal_frame,
         )
         rest = self.default_joint_q.clone()
         rest[:7] = torch.tensor([0.0, 0.0, 0.75, 0.0, 0.0, 0.0, 1.0])

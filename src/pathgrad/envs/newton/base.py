@@ -26,6 +26,7 @@ import torch
 
 from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
+from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
 
 __all__ = ["NewtonEnv"]
@@ -56,6 +57,10 @@ class NewtonEnv(BatchedDifferentiableEnv):
             (Featherstone ignores it on free joints); ``None`` keeps the model's.
         contacts: Detect contacts (ground plane, self-collision) every substep.
         solver_options: Keyword arguments of the solver.
+        contact_signal_frame: Frame of ``info["contact_forces"]`` and
+            ``info["accelerations"]`` (Featherstone with contacts; AHAC reads them):
+            ``"world_origin"`` (dflex's, in which AHAC's threshold was set) or
+            ``"body"``; ``None`` keeps the class's :attr:`contact_signal_frame`.
         capture: Replay each step's Warp operations as captured graphs (the
             same results; ``False`` launches every kernel from Python).
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
@@ -92,8 +97,16 @@ class NewtonEnv(BatchedDifferentiableEnv):
         contacts: bool = False,
         solver_options: dict[str, Any] | None = None,
         capture: bool = True,
+        contact_signal_frame: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if contact_signal_frame is not None:
+            if contact_signal_frame not in CONTACT_SIGNAL_FRAMES:
+                raise ValueError(
+                    f"contact_signal_frame must be one of {list(CONTACT_SIGNAL_FRAMES)}, "
+                    f"got {contact_signal_frame!r}."
+                )
+            self.contact_signal_frame = contact_signal_frame
         if str(kwargs.get("dtype", "float32")).removeprefix("torch.") != "float32":
             raise ValueError(
                 f"{type(self).__name__} computes in float32 (Newton); dtype "

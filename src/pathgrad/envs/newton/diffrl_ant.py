@@ -201,6 +201,7 @@ class DiffRLAnt(NewtonAnt):
         seed: int | None = None,
         armature: float | Sequence[float] | None = None,
         joint_damping: float | Sequence[float] | None = 11.0,
+        contact_signal_frame: str | None = None,
     ) -> None:
         check_constants(positive={"density": density})
         check_positive_integers(substeps=substeps, mass_matrix_interval=mass_matrix_interval)
@@ -224,6 +225,7 @@ class DiffRLAnt(NewtonAnt):
             seed=seed,
             armature=armature,
             joint_damping=joint_damping,
+            contact_signal_frame=contact_signal_frame,
         )
         if self.mass_matrix_interval > 1:
             self.simulation = MassMatrixCachingSimulation(
