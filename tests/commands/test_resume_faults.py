@@ -183,3 +183,39 @@ def test_train_into_a_named_run_directory_never_takes_a_used_one(tmp_path):
     (tmp_path / "empty").mkdir()
     assert pathgrad("train", *FAST, "--run-dir", "empty", cwd=tmp_path).returncode == 0
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("find", "replace", "named"),
+    [
+        ("learning_rate: 0.003", "learning_rate: 0.01",
+         "algorithm.cfg.optimizer.learning_rate: 0.003 -> 0.01"),
+        ("num_envs: 16", "num_envs: 8", "env.num_envs: 16 -> 8"),
+        ("  - 64\n  - 64\n", "  - 32\n  - 64\n", "policy.hidden_sizes: [64, 64] -> [32, 64]"),
+        ("  cfg: {}\n  train_cfg", "  cfg: {dt: 0.1}\n  train_cfg", "env.cfg.dt: (not set) -> 0.1"),
+    ],
+)  # fmt: skip
+def test_an_edited_config_yaml_is_refused_naming_the_key(run_copy, find, replace, named):
+    config_file = run_copy / "config.yaml"
+    text = config_file.read_text()
+    assert find in text
+    config_file.write_text(text.replace(find, replace, 1))
+    before = snapshot(run_copy)
+    result = pathgrad("resume", str(run_copy), "--total-updates", "8", cwd=run_copy.parent)
+    assert_usage_error(result, "differs from the config", named, "nothing was changed")
+    assert unchanged(before, snapshot(run_copy))
+    config_file.write_text(text)  # undone: the run resumes
+    result = pathgrad("resume", str(run_copy), "--total-updates", "8", "--num-threads", "1",
+                      "--quiet", cwd=run_copy.parent)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert read_index(run_copy / "checkpoints")[-1]["num_updates"] == 8
+
+
+def test_resume_options_and_logging_edits_are_not_edits(run_copy):
+    config_file = run_copy / "config.yaml"
+    config_file.write_text(
+        config_file.read_text().replace("tensorboard: true", "tensorboard: false")
+    )
+    result = pathgrad("resume", str(run_copy), "--total-timesteps", "200000", "--quiet",
+                      cwd=run_copy.parent)  # fmt: skip
+    assert result.returncode == 0, result.stderr

@@ -18,8 +18,9 @@ from typing import Any
 from pathgrad.checkpoint import INDEX_FILENAME, read_checkpoint, read_index
 from pathgrad.commands import UsageError
 from pathgrad.core.checkpoint_index import index_entry, write_index
+from pathgrad.runs.config_edits import config_edits, describe_edits
 
-__all__ = ["ResumePoint", "choose_resume_point"]
+__all__ = ["ResumePoint", "check_config_unedited", "choose_resume_point"]
 
 
 @dataclasses.dataclass
@@ -102,6 +103,31 @@ def choose_resume_point(
             f"with `pathgrad train {run_dir / 'config.yaml'}`."
         )
     return ResumePoint(None, [] if rebuild else None, rebuild)
+
+
+def check_config_unedited(run_dir: Path, config: Any, checkpoint: Path) -> None:
+    """Refuse a ``config.yaml`` edited since ``checkpoint`` was saved, naming the keys.
+
+    ``config`` is the file's :class:`~pathgrad.runs.config.RunConfig` before
+    resume's own options; a checkpoint without a recorded config passes.
+    """
+    try:
+        recorded = read_checkpoint(checkpoint).get("config")
+    except (ValueError, OSError):
+        return  # the load that follows names the problem
+    if not isinstance(recorded, dict):
+        return
+    edits = config_edits(recorded, config.model_dump(mode="python"))
+    if not edits:
+        return
+    config_file = run_dir / "config.yaml"
+    raise UsageError(
+        f"{config_file} differs from the config {checkpoint.name} was trained with "
+        f"({describe_edits(edits)}); a resume continues the saved run exactly and cannot "
+        f"take edits, so nothing was changed. Undo the edit to resume, start a new run with "
+        f"`pathgrad train {config_file}`, or change the budget with `pathgrad resume "
+        f"{run_dir} --total-updates N`."
+    )
 
 
 def _reason(error: Exception, path: Path) -> str:

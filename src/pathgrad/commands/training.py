@@ -36,7 +36,11 @@ from pathgrad.commands.outcome import (
     print_warning,
     write_curve,
 )
-from pathgrad.commands.resume_point import ResumePoint, choose_resume_point
+from pathgrad.commands.resume_point import (
+    ResumePoint,
+    check_config_unedited,
+    choose_resume_point,
+)
 from pathgrad.commands.start_checks import check_budget_fits_schedule, run_budget
 from pathgrad.core.atomic_files import remove_stale_temporaries
 from pathgrad.distributed import DataParallel, join, leave, torchrun_world_size
@@ -242,7 +246,7 @@ def command_resume(args: argparse.Namespace) -> int:
         return launch_ranks(args.nproc, args.argv)
     with _joined(config) as data_parallel, _main_rank_lock(data_parallel, run_dir):
         point = data_parallel.from_main(
-            "the choice of checkpoint", lambda: _prepare_resume(run_dir, args)
+            "the choice of checkpoint", lambda: _prepare_resume(run_dir, args, saved)
         )
         for note in point.notes:
             print_warning(note)
@@ -296,12 +300,15 @@ def _main_rank_lock(data_parallel: Any, run_dir: Path) -> Any:
     return RunLock(run_dir) if data_parallel.is_main else contextlib.nullcontext()
 
 
-def _prepare_resume(run_dir: Path, args: argparse.Namespace) -> ResumePoint:
+def _prepare_resume(run_dir: Path, args: argparse.Namespace, saved: RunConfig) -> ResumePoint:
     """Choose the checkpoint to resume from, then clean what a crash left (rank 0).
 
-    The choice reads only; files change once it has passed every check.
+    The choice reads only; files change once it has passed every check, the
+    one that ``config.yaml`` was not edited since the checkpoint included.
     """
     point = choose_resume_point(run_dir, checkpoint=args.checkpoint, rebuild=args.rebuild_index)
+    if point.checkpoint is not None:
+        check_config_unedited(run_dir, saved, point.checkpoint)
     for directory in (run_dir, run_dir / "checkpoints"):
         remove_stale_temporaries(directory)
     point.apply(run_dir / "checkpoints")
