@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import torch
 
 from pathgrad.core.action_bounds import action_space_bounds, clamp_action
-from pathgrad.core.env_contract import check_first_result
+from pathgrad.core.env_contract import check_first_result, check_reward_path
 from pathgrad.core.episodes import first_episode_mask
 from pathgrad.env import DifferentiableVecEnv
 from pathgrad.gradients import BatchedGradientNormStats, clip_batched_gradient_norm
@@ -208,7 +208,7 @@ class DifferentiableCollector:
         self.action_adjoint_max_norm = float(action_adjoint_max_norm)
         self.record_action_adjoint_stats = bool(record_action_adjoint_stats)
         self._observation: torch.Tensor | None = None
-        self._reset_checked = self._step_checked = False
+        self._reset_checked = self._step_checked = self._reward_path_checked = False
         # Set by the trainer for algorithms that bootstrap from info['final_observation'].
         self.needs_final_observation = False
         self.compiled_chunks: RolloutChunks | None = None
@@ -277,7 +277,7 @@ class DifferentiableCollector:
         initial_observation = self._observation
         stats = gradient_stats if gradient_stats is not None else self.new_gradient_stats()
         if self.compiled_chunks is not None and not self.needs_step_hooks:
-            return self._collect_fused(num_steps, deterministic, on_step_callback)
+            return self._checked(self._collect_fused(num_steps, deterministic, on_step_callback))
         transitions = []
         observation = initial_observation
         policy = as_tensor_policy(self.policy)
@@ -313,7 +313,17 @@ class DifferentiableCollector:
             if on_step_callback is not None:
                 on_step_callback(transition)
         self._observation = observation
-        return DifferentiableRollout(initial_observation, tuple(transitions), stats)
+        return self._checked(DifferentiableRollout(initial_observation, tuple(transitions), stats))
+
+    def _checked(self, rollout: DifferentiableRollout) -> DifferentiableRollout:
+        """The first window collected with gradients must have a differentiable reward."""
+        if not self._reward_path_checked:
+            self._reward_path_checked = check_reward_path(
+                self.env,
+                [transition.action for transition in rollout.transitions],
+                [transition.reward for transition in rollout.transitions],
+            )
+        return rollout
 
     def new_gradient_stats(self) -> BatchedGradientNormStats | None:
         """A fresh action-adjoint record if adjoints are clipped or recorded, else ``None``."""

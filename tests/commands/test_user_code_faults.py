@@ -124,3 +124,50 @@ def test_an_error_without_a_frame_of_the_users_keeps_its_whole_traceback(capsys)
     stderr = capsys.readouterr().err
     assert "Traceback (most recent call last)" in stderr and "check_constants" in stderr
     assert stderr.strip().splitlines()[-1] == f"pathgrad: error: {text}"
+
+
+def test_a_bug_in_the_first_update_says_the_run_was_removed(tmp_path, monkeypatch):
+    users_env(tmp_path, monkeypatch, "BuggyAtOnce", fail_after=0)
+    code, _, stderr = train(tmp_path, "BuggyAtOnce", "trainer.total_updates=20")
+    assert code == 1, stderr
+    assert "stopped as failed in its first update, before anything was saved" in stderr
+    assert "is removed (train again once the cause is fixed)" in stderr
+    assert "pathgrad resume" not in stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+DETACHED_MODULE = """
+from pathgrad.env import register_learning_env
+from pathgrad.envs import PointMass
+
+
+@register_learning_env("DetachedReward")
+class DetachedReward(PointMass):
+    def _reward(self, state, action, next_state):
+        return super()._reward(state, action, next_state).detach()
+"""
+
+
+@pytest.mark.parametrize("rollout", ["segmented", "complete"])
+def test_a_detached_reward_is_named_before_the_first_update(tmp_path, monkeypatch, rollout):
+    get_registered_learning_env_names()
+    monkeypatch.setattr(pathgrad.env, "_REGISTRY", dict(pathgrad.env._REGISTRY))
+    monkeypatch.setattr(pathgrad.env, "_DISPLAY_NAMES", dict(pathgrad.env._DISPLAY_NAMES))
+    (tmp_path / "detached_envs.py").write_text(DETACHED_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "detached_envs", raising=False)
+    extra = ["trainer.rollout_mode=complete", "env.cfg.max_episode_steps=32"]
+    code, _, stderr = run_cli(
+        ["train", "env.name=DetachedReward", "env.module=detached_envs", *QUICK,
+         *(extra if rollout == "complete" else [])],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 2, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        "pathgrad: error: DetachedReward.step() broke the env contract: reward: no reward of "
+        "the first 32 steps has a gradient path to the "
+        "actions (detached, `.item()`, or rebuilt from NumPy?), so the return gives the policy "
+        "no gradient; `pathgrad check-env` names the step."
+    )
+    assert "Traceback" not in stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -123,3 +123,17 @@ def test_a_terminated_hook_that_is_not_one_bool_per_row_is_named(wrong):
     expected = f"Ends._terminated must return a bool tensor of shape (3,), got {got}."
     with pytest.raises(TypeError, match=re.escape(expected)):
         env.step(torch.zeros(3, env.action_dim))
+
+
+def test_the_reward_path_check_fails_only_when_no_reward_has_a_gradient():
+    from pathgrad.core.env_contract import EnvContractError, check_reward_path
+
+    action = torch.zeros(3, 1, requires_grad=True)
+    connected, detached = (action * 2).sum(-1), torch.zeros(3)
+    assert check_reward_path(object(), [action, action], [detached, connected]) is True
+    with pytest.raises(EnvContractError, match="object.step.. broke the env contract: reward: no "
+                       "reward of the first 2 steps has a gradient path"):  # fmt: skip
+        check_reward_path(object(), [action, action], [detached, detached])
+    assert check_reward_path(object(), [action.detach()], [detached]) is False  # nothing to ask
+    with torch.no_grad():
+        assert check_reward_path(object(), [action], [detached]) is False

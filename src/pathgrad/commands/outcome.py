@@ -73,8 +73,17 @@ def write_failure(failure: OSError, trainer: Any, run_dir: Path) -> str:
     )
 
 
-def crash_note(trainer: Any, run_dir: Path, final: str | None) -> str:
-    """Where a run that an exception stopped stands, and how to go on once it is fixed."""
+def crash_note(trainer: Any, run_dir: Path, final: str | None, *, removed: bool = False) -> str:
+    """Where a run that an exception stopped stands, and how to go on once it is fixed.
+
+    ``removed``: a new run that failed before its first update, whose directory
+    is removed (there is nothing to resume).
+    """
+    if removed:
+        return (
+            f"The run stopped as failed in its first update, before anything was saved; "
+            f"its directory {run_dir} is removed (train again once the cause is fixed)."
+        )
     kept = final or trainer.latest_checkpoint_path
     state = f"its checkpoint {kept} is kept" if kept else "it has no checkpoint"
     return (

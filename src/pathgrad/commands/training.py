@@ -479,7 +479,8 @@ def _run_training(
             if wandb_run is not None:
                 wandb_run.finish()
             if crash is not None and main and keeps_files:
-                crash.add_note(crash_note(trainer, run_dir, final))
+                removed = not resume and _never_trained(trainer)  # start_run removes it
+                crash.add_note(crash_note(trainer, run_dir, final, removed=removed))
     if not quiet:
         print_outcome(trainer, status, run_dir, final, curve, writer is not None)
     if write_failure is not None:

@@ -23,6 +23,7 @@ __all__ = [
     "EnvCheckError",
     "EnvContractError",
     "check_first_result",
+    "check_reward_path",
     "Problem",
     "action_dim",
     "env_dtype",
@@ -76,6 +77,31 @@ def check_first_result(
             f"{type(env).__name__}.{kind}() broke the env contract: {problems[0]}"
             f"{more if len(problems) > 1 else ''}."
         )
+
+
+def check_reward_path(env: Any, actions: list[Any], rewards: list[Any]) -> bool:
+    """Check that some reward of a window has a gradient path to its actions.
+
+    Returns whether the check could run (grad mode on and actions that
+    require grad); a window without one says nothing.
+
+    Raises:
+        EnvContractError: When no reward of the window requires grad: the
+            return has no gradient for the policy (a detached reward, ``.item()``
+            or NumPy in ``step``).
+    """
+    if not torch.is_grad_enabled() or not any(
+        isinstance(action, torch.Tensor) and action.requires_grad for action in actions
+    ):
+        return False
+    if not any(isinstance(reward, torch.Tensor) and reward.requires_grad for reward in rewards):
+        raise EnvContractError(
+            f"{type(env).__name__}.step() broke the env contract: reward: no reward of the "
+            f"first {len(rewards)} steps has a gradient path to the actions (detached, "
+            "`.item()`, or rebuilt from NumPy?), so the return gives the policy no gradient; "
+            "`pathgrad check-env` names the step."
+        )
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
