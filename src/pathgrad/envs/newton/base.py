@@ -28,6 +28,7 @@ from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
+from pathgrad.envs.newton.model_checks import check_masses, check_model_file
 
 __all__ = ["NewtonEnv"]
 
@@ -125,6 +126,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         ):
             if value is not None:
                 values[:] = _per_dof(name, value, world.joint_dof_count)
+        check_masses(world, world.body_label, world.joint_label)
         builder = newton.ModelBuilder(gravity=self.gravity)
         builder.replicate(world, int(num_envs))
         if contacts:
@@ -179,6 +181,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         loader = loaders.get(path.suffix.lower())
         if loader is None:
             raise ValueError(f"model_file '{path}' must be an MJCF (.xml) or URDF (.urdf) file.")
+        check_model_file(path)
         try:
             loader(str(path), **self.model_file_options())
         except Exception as error:  # noqa: BLE001 - a parser error of any kind is bad input

@@ -1,0 +1,114 @@
+"""Mistakes in a user's robot model that Newton's importers accept without a word.
+
+Newton's MJCF importer reads an unknown joint ``type`` (``"hing"``) as a
+prismatic joint, and a body without mass builds a model whose mass matrix is
+singular: the first step gives NaN far from the cause. These checks name the
+joint or body and what was expected, at construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+__all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
+           "check_masses"]  # fmt: skip
+
+MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
+MJCF_GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box",
+                   "mesh", "sdf")  # fmt: skip
+URDF_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
+
+
+def check_model_file(path: str | Path) -> None:
+    """Check the joint (and MJCF geom) types of an MJCF or URDF file by name.
+
+    A file that is not well-formed XML passes: the importer's own error names it.
+
+    Raises:
+        ValueError: ``model_file '<path>': joint 'hip' has type 'hing'; ...``.
+    """
+    path = Path(path)
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (ElementTree.ParseError, OSError):
+        return
+    urdf = path.suffix.lower() == ".urdf"
+    rules = [("joint", URDF_JOINT_TYPES)] if urdf else [
+        ("joint", MJCF_JOINT_TYPES), ("geom", MJCF_GEOM_TYPES)
+    ]  # fmt: skip
+    for tag, allowed in rules:
+        for element, where in _elements(root, tag):
+            kind = element.get("type")
+            if kind is None or kind.strip() in allowed:
+                continue
+            raise ValueError(
+                f"model_file '{path}': {where} has type {kind!r}; {'URDF' if urdf else 'MJCF'} "
+                f"{tag} types are {', '.join(allowed)}."
+            )
+
+
+def _elements(root: ElementTree.Element, tag: str) -> list[tuple[ElementTree.Element, str]]:
+    """Every ``tag`` element with words that find it: its name, or its body or default class."""
+    found = []
+
+    def visit(element: ElementTree.Element, owner: str) -> None:
+        for child in element:
+            if child.tag == tag:
+                name = child.get("name")
+                found.append((child, f"{tag} '{name}'" if name else f"a {tag} {owner}"))
+            if child.tag == "body":
+                visit(child, f"of body '{child.get('name', '?')}'")
+            elif child.tag == "default":
+                visit(child, f"of <default class='{child.get('class', 'main')}'>")
+            else:
+                visit(child, owner)
+
+    visit(root, "of the model")
+    return found
+
+
+def check_masses(world: Any, body_labels: Sequence[str], joint_labels: Sequence[str]) -> None:
+    """Every moving body must carry mass, itself or through the bodies it carries.
+
+    A joint whose child and everything below it weigh nothing (and whose DOFs
+    have no armature) leaves the mass matrix singular.
+
+    Raises:
+        ValueError: Naming the body (negative or zero mass) and its joint.
+    """
+    masses = [float(mass) for mass in world.body_mass]
+    for body, mass in enumerate(masses):
+        if mass < 0.0 or mass != mass:
+            raise ValueError(f"body '{_short(body_labels[body])}' has mass {mass}; masses must be "
+                             "positive.")  # fmt: skip
+    children: dict[int, list[int]] = {}
+    for parent, child in zip(world.joint_parent, world.joint_child, strict=True):
+        children.setdefault(int(parent), []).append(int(child))
+
+    def carried(body: int) -> float:
+        return masses[body] + sum(carried(child) for child in children.get(body, []))
+
+    starts, dims, armature = (
+        list(world.joint_qd_start),
+        list(world.joint_dof_dim),
+        world.joint_armature,
+    )
+    for joint, child in enumerate(world.joint_child):
+        count = sum(dims[joint])
+        dofs = range(int(starts[joint]), int(starts[joint]) + count)
+        if count == 0 or any(float(armature[dof]) > 0.0 for dof in dofs):
+            continue
+        if carried(int(child)) <= 0.0:
+            raise ValueError(
+                f"body '{_short(body_labels[int(child)])}' (moved by joint "
+                f"'{_short(joint_labels[joint])}') has no mass, nor does any body it carries: "
+                "its mass matrix is singular. Give its geoms a density or mass, or the body an "
+                "<inertial> element (or its joint armature)."
+            )
+
+
+def _short(label: str) -> str:
+    return label.rsplit("/", 1)[-1]

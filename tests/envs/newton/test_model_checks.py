@@ -1,0 +1,77 @@
+"""A robot model with a misspelt joint or geom type, or a moving body without mass, is named
+at construction instead of building a wrong robot or stepping to NaN."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("newton")
+
+from pathgrad.envs.newton.model_checks import check_model_file  # noqa: E402
+from pathgrad.envs.newton.reacher import ASSET, NewtonReacher  # noqa: E402
+
+ARM = ASSET.read_text()
+
+
+def write(tmp_path, text: str, name: str = "arm.xml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_misspelt_mjcf_joint_type_is_named_with_the_allowed_types(tmp_path):
+    path = write(tmp_path, ARM.replace('name="elbow" type="hinge"', 'name="elbow" type="hing"'))
+    with pytest.raises(ValueError) as raised:
+        check_model_file(path)
+    assert str(raised.value) == (
+        f"model_file '{path}': joint 'elbow' has type 'hing'; MJCF joint types are hinge, "
+        "slide, ball, free."
+    )
+
+
+def test_a_misspelt_geom_type_in_a_default_class_names_the_class(tmp_path):
+    text = ARM.replace(
+        "<worldbody>", '<default><default class="limb"><geom type="capsul"/></default></default>'
+        "<worldbody>"
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="a geom of <default class='limb'> has type 'capsul'"):
+        check_model_file(write(tmp_path, text))
+
+
+def test_a_misspelt_urdf_joint_type_is_named(tmp_path):
+    urdf = """<robot name="r"><link name="a"/><link name="b"/>
+      <joint name="knee" type="revolut"><parent link="a"/><child link="b"/></joint></robot>"""
+    with pytest.raises(ValueError, match="joint 'knee' has type 'revolut'; URDF joint types"):
+        check_model_file(write(tmp_path, urdf, "robot.urdf"))
+
+
+def test_the_shipped_models_pass():
+    import newton.examples
+
+    shipped = sorted(ASSET.parent.glob("*.xml"))
+    assert len(shipped) >= 3
+    for path in [*shipped, newton.examples.get_asset("nv_ant.xml")]:
+        check_model_file(path)  # raises on any unknown type
+
+
+def arm(path):
+    """A NewtonReacher on the given model file (as a user's subclass sets it)."""
+    return type("MyArm", (NewtonReacher,), {"default_model_file": str(path)})(2, capture=False)
+
+
+def test_a_moving_body_without_mass_is_named_with_its_joint(tmp_path):
+    massless = write(tmp_path, ARM.replace('size="0.035" mass="0.5"', 'size="0.035" mass="0"'))
+    with pytest.raises(ValueError) as raised:
+        arm(massless)
+    assert "body 'forearm' (moved by joint 'elbow') has no mass" in str(raised.value)
+    assert "mass matrix is singular" in str(raised.value)
+
+
+def test_a_massless_body_carrying_mass_or_with_armature_builds(tmp_path):
+    carried = ARM.replace('size="0.04" mass="1.0"', 'size="0.04" mass="0"')
+    env = arm(write(tmp_path, carried))
+    assert env.num_envs == 2  # the upper arm weighs nothing but carries the forearm
+    armature = ARM.replace('size="0.035" mass="0.5"', 'size="0.035" mass="0"').replace(
+        'name="elbow" type="hinge"', 'name="elbow" type="hinge" armature="0.01"'
+    )
+    arm(write(tmp_path, armature, "arm2.xml"))
