@@ -295,6 +295,8 @@ MALFORMED = [
     ),
     ("algorithm:\n  name: shac\n  cfg:\n    lam: 2.0\n", "algorithm.cfg: lam must be in [0, 1]"),
     ("trainer:\n  seed: [1\n", "YAML syntax error in"),
+    ("# my robot, to fill in\n", "config file 'bad.yaml' holds no sections (it is empty"),
+    ("", "config file 'bad.yaml' holds no sections"),
     (  # PyYAML would keep the second section alone
         "trainer:\n  total_updates: 5\nenv:\n  name: PointMass\ntrainer:\n  seed: 3\n",
         "'bad.yaml' line 5, column 1: key 'trainer' is given twice (first at line 1)",

@@ -89,8 +89,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
             else "YAML syntax error"
         )
         raise ConfigError(f"{kind} in '{path}'{where}: {problem}") from error
-    if data is None:
-        return {}
+    if data is None:  # an empty or comment-only file would silently train the default task
+        raise ConfigError(
+            f"config file '{path}' holds no sections (it is empty or only comments); give it "
+            "at least one section (env, algorithm, trainer, ...), or leave the file out to "
+            "train the default task."
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"'{path}' must hold a mapping of sections, got {type(data).__name__}.")
     return data
