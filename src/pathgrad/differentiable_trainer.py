@@ -210,7 +210,8 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             ValueError: If neither or both budgets are given, one is negative,
                 or the LR schedule cannot be bound to the budget.
             Diverged: After ``cfg.max_consecutive_skipped_updates`` skipped
-                updates in a row (the parameters are the last good ones).
+                updates in a row (the parameters are the last good ones), or at
+                the budget when every update was skipped (unless that limit is 0).
         """
         if total_timesteps is None and total_updates is None:
             raise ValueError("Provide total_timesteps or total_updates.")
@@ -267,6 +268,12 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
                     "the parameters are those of the last update that was not skipped "
                     "(trainer.max_consecutive_skipped_updates sets the limit, 0: none)."
                 )
+        if self.skips.limit > 0 and self.skips.consecutive >= self.num_updates > 0:
+            raise Diverged(
+                f"every one of the run's {self.num_updates} updates was skipped (non-finite or "
+                "excessive gradients), so the policy is still the initial one; the first "
+                "skipped update's warning names the cause."
+            )
         self._final_evaluation()
         return self.get_summary()
 

@@ -131,6 +131,22 @@ def test_an_excessive_gradient_is_named_with_its_limit(tmp_path):
     assert trainer.get_summary()["skipped_updates"] == 3
 
 
+def test_a_run_whose_every_update_was_skipped_ends_diverged_below_the_limit(tmp_path):
+    env = PointMass(4, seed=0)
+    trainer = trainer_on(env, tmp_path, max_consecutive_skipped_updates=20)
+    trainer.algorithm.cfg.max_grad_norm_before_clip = 1e-9  # every update skipped
+    trainer.notify = lambda message: None
+    initial = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+    with pytest.raises(Diverged, match="every one of the run's 3 updates was skipped"):
+        trainer.train(total_updates=3)  # 3 < 20 in a row: not stopped, yet nothing learned
+    assert all(torch.equal(v, initial[k]) for k, v in trainer.policy.state_dict().items())
+    trainer.algorithm.cfg.max_grad_norm_before_clip = 0.0
+    trainer.train(total_updates=4)  # one applied update: the run is not all skipped
+    trainer.algorithm.cfg.max_grad_norm_before_clip = 1e-9
+    trainer.train(total_updates=6)  # then skipped ones below the limit: it ends normally
+    assert trainer.get_summary()["skipped_updates"] == 5
+
+
 def test_a_diverging_run_ends_diverged_with_its_own_exit_status(poisoned, tmp_path):
     folder = Path(sys.modules[poisoned.__module__].__file__).parent
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(folder)}

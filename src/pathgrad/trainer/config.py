@@ -73,7 +73,8 @@ class DifferentiableTrainerCfg:
             :mod:`pathgrad.trainer.threads`).
         max_consecutive_skipped_updates: Stop training with
             :class:`~pathgrad.trainer.divergence.Diverged` (status ``diverged``) after
-            this many skipped updates in a row (0: never).
+            this many skipped updates in a row, or at the end of a run whose
+            every update was skipped (0: never).
         distributed_timeout_seconds: Under ``torchrun``, the longest any
             rank waits for the others at a collective (rendezvous, gradient
             average, evaluation, checkpoint) before failing with an error;
