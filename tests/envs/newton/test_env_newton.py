@@ -149,6 +149,15 @@ def test_bad_input_is_named(tmp_path):
         Swing(1, model_file=arm, actuated_joints="shoulder")
     with pytest.raises(ValueError, match=r"action_scale must be a number or 1 values \(one per"):
         Swing(1, model_file=arm, action_scale=[1.0, 2.0])
+    for scale in (float("nan"), 0.0, [float("inf")]):
+        with pytest.raises(ValueError, match="action_scale must be finite and non-zero"):
+            Swing(1, model_file=arm, action_scale=scale)
+    with pytest.raises(
+        ValueError,
+        match=r"action_scale must be a number or 1 values \(one per actuated DOF\), got 'abc'",
+    ):
+        Swing(1, model_file=arm, action_scale="abc")
+    assert float(Swing(1, model_file=arm, action_scale=-2.0).action_scale[0]) == -2.0
     with pytest.raises(ValueError, match="actuated joint 'shoulder' is given twice"):
         Swing(1, model_file=arm, actuated_joints=["shoulder", "shoulder"])
     ball = tmp_path / "ball.xml"

@@ -154,11 +154,17 @@ class NewtonEnv(BatchedDifferentiableEnv):
             self.actuated_dofs, dtype=torch.long, device=torch.device(device)
         )  # long even when empty
         self.action_dim = len(self.actuated_dofs)
-        scale = np.asarray(action_scale, dtype=np.float32)
+        expected = f"a number or {self.action_dim} values (one per actuated DOF)"
+        try:
+            scale = np.asarray(action_scale, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ValueError(f"action_scale must be {expected}, got {action_scale!r}.") from None
         if scale.ndim > 1 or (scale.ndim == 1 and scale.shape[0] != self.action_dim):
+            raise ValueError(f"action_scale must be {expected}, got {action_scale!r}.")
+        if not np.all(np.isfinite(scale) & (scale != 0.0)):
             raise ValueError(
-                f"action_scale must be a number or {self.action_dim} values (one per actuated "
-                f"DOF), got {action_scale!r}."
+                f"action_scale must be finite and non-zero (an action scaled by 0 moves nothing; "
+                f"a negative scale reverses its DOF), got {action_scale!r}."
             )
         scale = np.broadcast_to(scale, (self.action_dim,))
         self.action_scale = torch.tensor(scale.copy(), device=torch.device(device))
