@@ -167,7 +167,11 @@ def check_detach_state(
 def check_rollout(
     env: Any, seed: int, num_steps: int, contract: list[tuple[Problem, str]]
 ) -> tuple[list[str], str]:
-    """A random-action rollout stays finite; each step's contract problems go to ``contract``."""
+    """A random-action rollout stays finite; each step's contract problems go to ``contract``.
+
+    An env with a ``simulation_problems()`` method (a Newton env: contacts its
+    buffer dropped) fails the rollout on each line it returns afterwards.
+    """
     actions = random_actions(env, num_steps, seed + 4)
     finished = 0
     with torch.no_grad():
@@ -182,6 +186,10 @@ def check_rollout(
             if bad is not None:
                 return [f"step {step}, {bad}"], ""
             finished += int((result[2] | result[3]).sum()) if _flags(result) else 0
+    simulation_problems = getattr(env, "simulation_problems", None)  # an engine's own account
+    failures = list(simulation_problems()) if callable(simulation_problems) else []
+    if failures:
+        return failures, ""
     return (
         [],
         f"{num_steps} steps, {finished} episodes finished over {env.num_envs} rows, all finite",

@@ -26,6 +26,7 @@ import torch
 
 from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
+from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
 from pathgrad.envs.newton.model_checks import check_masses, check_model_file
@@ -62,6 +63,10 @@ class NewtonEnv(BatchedDifferentiableEnv):
             ``info["accelerations"]`` (Featherstone with contacts; AHAC reads them):
             ``"world_origin"`` (dflex's, in which AHAC's threshold was set) or
             ``"body"``; ``None`` keeps the class's :attr:`contact_signal_frame`.
+        contacts_per_shape_pair: Contact buffer size per collidable shape pair
+            (a capsule or sphere on a plane makes at most 2); ``None`` keeps the
+            class's :attr:`contacts_per_shape_pair` (its ``None``: Newton's estimate).
+            A step that needs more is warned about once (:mod:`.contact_capacity`).
         capture: Replay each step's Warp operations as captured graphs (the
             same results; ``False`` launches every kernel from Python).
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
@@ -99,8 +104,12 @@ class NewtonEnv(BatchedDifferentiableEnv):
         solver_options: dict[str, Any] | None = None,
         capture: bool = True,
         contact_signal_frame: str | None = None,
+        contacts_per_shape_pair: int | None = None,
         **kwargs: Any,
     ) -> None:
+        if contacts_per_shape_pair is not None:
+            check_positive_integers(contacts_per_shape_pair=contacts_per_shape_pair)
+            self.contacts_per_shape_pair = int(contacts_per_shape_pair)
         if contact_signal_frame is not None:
             if contact_signal_frame not in CONTACT_SIGNAL_FRAMES:
                 raise ValueError(
@@ -143,6 +152,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
             contacts_per_shape_pair=self.contacts_per_shape_pair,
             contact_signal_frame=self.contact_signal_frame,
         )
+        self._contact_watch = ContactCapacityWatch()
         self.dt = float(dt)
         self.coordinates = world.joint_coord_count
         self.dofs = world.joint_dof_count
@@ -417,7 +427,13 @@ class NewtonEnv(BatchedDifferentiableEnv):
 
     def _step_info_extras(self) -> dict[str, Any]:
         """The step's per-body contact wrenches and accelerations, when there are contacts."""
+        if self.simulation.uses_contacts:
+            self._contact_watch.after_step(self)
         return self.simulation.contact_info(self.num_envs)
+
+    def simulation_problems(self) -> list[str]:
+        """What the simulation got wrong so far (``pathgrad check-env`` fails its rollout on it)."""
+        return contact_capacity_problems(self) if self.simulation.uses_contacts else []
 
     def compile_step(self, **compile_kwargs: Any) -> None:
         """Refused: the step runs in Warp, outside PyTorch (``supports_torch_compile``)."""

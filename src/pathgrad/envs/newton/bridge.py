@@ -60,6 +60,12 @@ def _view(array: Any) -> torch.Tensor:
 
 
 @wp.kernel(enable_backward=False)
+def _record_contact_peak(count: wp.array(dtype=wp.int32), peak: wp.array(dtype=wp.int32)):
+    """``peak`` keeps the most contacts any substep's detection found (kept or dropped)."""
+    wp.atomic_max(peak, 0, count[0])
+
+
+@wp.kernel(enable_backward=False)
 def _restore_external_forces(
     body_q_com: wp.array[wp.transform],
     body_solve_origin: wp.array[wp.vec3],
@@ -128,7 +134,7 @@ class NewtonSimulation:
             collide (``None``: Newton's estimate). The contact kernels run
             over the whole capacity, so a robot whose pairs make at most two
             contacts (capsules and spheres on a plane) steps faster with 2;
-            Newton warns if a step ever needs more.
+            a step that needs more drops contacts (:meth:`contact_overflow`).
         contact_signal_frame: Frame of the contact signal (Featherstone with
             contacts): ``world_origin`` (dflex's, AHAC's) or ``body``
             (:mod:`pathgrad.envs.newton.contact_signal`).
@@ -188,6 +194,8 @@ class NewtonSimulation:
                 model, broad_phase="explicit", rigid_contact_max=capacity
             )
             self._contacts = self._collision.contacts()
+            self.contact_capacity = int(self._contacts.rigid_contact_max)
+            self._contact_peak = wp.zeros(1, dtype=wp.int32, device=model.device)
         # Per-body contact wrenches and accelerations of every forward step (Featherstone).
         self.contact_signal: ContactSignal | None = None
         if self.uses_contacts and not self.maximal:
@@ -262,6 +270,13 @@ class NewtonSimulation:
             if k > 0:
                 self._states[k].clear_forces()
             self._substep(self._states[k], self._states[k + 1], self._control)
+            if self._contacts is not None:
+                wp.launch(
+                    _record_contact_peak,
+                    dim=1,
+                    inputs=[self._contacts.rigid_contact_count, self._contact_peak],
+                    device=self.model.device,
+                )
             if signal is not None:
                 signal.add_substep(self._states[k], self._control)
         if signal is not None:
@@ -329,6 +344,18 @@ class NewtonSimulation:
         if self.maximal:
             return x_final, v_final, self._final_q.clone(), self._final_qd.clone(), inputs
         return x_final, v_final, inputs
+
+    def contact_overflow(self) -> int | None:
+        """The most contacts one forward substep has needed, when more than fit; else ``None``.
+
+        Contacts past :attr:`contact_capacity` are dropped by Newton (and
+        announced by a line from its kernel on every such substep). Reading
+        this synchronises with the device.
+        """
+        if self._contacts is None:
+            return None
+        peak = int(self._contact_peak.numpy()[0])
+        return peak if peak > self.contact_capacity else None
 
     def contact_info(self, num_envs: int) -> dict[str, torch.Tensor]:
         """The last forward step's ``contact_forces`` and ``accelerations`` (none without)."""
