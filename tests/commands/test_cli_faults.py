@@ -288,4 +288,8 @@ def test_the_outcome_names_a_stale_evaluation_as_the_last_one(capsys, tmp_path):
     assert "last evaluation at step 2,048: return -3" in capsys.readouterr().out
     trainer.last_eval_metrics["global_step"] = 4096.0
     print_outcome(trainer, "completed", tmp_path, "final.pt", None, False)
-    assert "final evaluation at step 4,096" in capsys.readouterr().out
+    assert "final evaluation at step 4,096: return -3\n" in capsys.readouterr().out
+    for rate, shown in ((float("nan"), ""), (0.75, ", success rate 0.75")):  # NaN: no measure
+        trainer.last_eval_metrics["eval/success_rate"] = rate
+        print_outcome(trainer, "completed", tmp_path, "final.pt", None, False)
+        assert f"final evaluation at step 4,096: return -3{shown}\n" in capsys.readouterr().out

@@ -116,11 +116,12 @@ def print_outcome(
     if last:
         step = int(last["global_step"])
         label = "final evaluation" if step == trainer.global_step else "last evaluation"
+        success = last.get("eval/success_rate")
+        rate = "" if success is None or success != success else f", success rate {success:.2f}"
         print(
             f"{label} at step {step:,}: "
-            f"return {last.get('eval/avg_reward', float('nan')):.4g}, "
-            f"success rate {last.get('eval/success_rate', float('nan')):.2f}"
-        )
+            f"return {last.get('eval/avg_reward', float('nan')):.4g}{rate}"
+        )  # an env without a success measure has a NaN rate: not shown
     skipped = trainer.skips.total
     note = f", {skipped} skipped" if skipped else ""
     print(f"{status}: {trainer.num_updates} updates{note}, {trainer.global_step:,} env steps")
