@@ -137,3 +137,17 @@ def test_the_reward_path_check_fails_only_when_no_reward_has_a_gradient():
     assert check_reward_path(object(), [action.detach()], [detached]) is False  # nothing to ask
     with torch.no_grad():
         assert check_reward_path(object(), [action], [detached]) is False
+
+
+@pytest.mark.parametrize("width", [2.0, "2", 0, True, None])
+def test_an_observation_dim_that_is_not_a_positive_integer_is_named(width):
+    from pathgrad.core.env_contract import EnvContractError
+    from pathgrad.envs import PointMass
+
+    Wide = type("Wide", (PointMass,), {"observation_dim": width})
+    with pytest.raises(EnvContractError) as raised:
+        Wide(2, seed=0)
+    assert str(raised.value) == (
+        "Wide.observation_dim must be an integer of at least 1 (the width of one observation), "
+        f"got {width!r}."
+    )

@@ -179,7 +179,7 @@ def reset_problems(env: Any, result: Any) -> list[Problem]:
     if not isinstance(result, tuple) or len(result) != 2:
         return [Problem("reset()", f"expected a tuple (observation, info), got {_summary(result)}")]
     observation, info = result
-    problems = tensor_problems(env, "observation", observation, observation_shape(env))
+    problems = _observation_problems(env, "observation", observation)
     if not isinstance(info, Mapping):
         problems.append(Problem("reset() info", f"expected a mapping, got {_summary(info)}"))
     return problems + state_problems(env)
@@ -197,7 +197,7 @@ def step_problems(env: Any, result: Any) -> list[Problem]:
         ]
     observation, reward, terminated, truncated, info = result
     rows = (_rows(env),)
-    problems = tensor_problems(env, "observation", observation, observation_shape(env))
+    problems = _observation_problems(env, "observation", observation)
     problems += tensor_problems(env, "reward", reward, rows)
     problems += tensor_problems(env, "terminated", terminated, rows, dtype=torch.bool)
     problems += tensor_problems(env, "truncated", truncated, rows, dtype=torch.bool)
@@ -207,8 +207,8 @@ def step_problems(env: Any, result: Any) -> list[Problem]:
         if key not in info:
             problems.append(Problem(f"info['{key}']", "missing"))
     if "final_observation" in info:
-        problems += tensor_problems(
-            env, "info['final_observation']", info["final_observation"], observation_shape(env)
+        problems += _observation_problems(
+            env, "info['final_observation']", info["final_observation"]
         )
     metrics = info.get("metrics", {})
     if not isinstance(metrics, Mapping):
@@ -217,6 +217,16 @@ def step_problems(env: Any, result: Any) -> list[Problem]:
     for name, value in metrics.items():
         problems += _metric(env, f"info['metrics'][{name!r}]", value)
     return problems + state_problems(env)
+
+
+def _observation_problems(env: Any, member: str, value: Any) -> list[Problem]:
+    """An observation's problems; a wrong width ends with the env's ``observation_dim_note``
+    (where the expected width came from), when it has one."""
+    problems = tensor_problems(env, member, value, observation_shape(env))
+    note = getattr(env, "observation_dim_note", None)
+    if problems and isinstance(note, str) and problems[0].text.startswith("expected shape"):
+        problems[0] = Problem(member, f"{problems[0].text}; {note}")
+    return problems
 
 
 def state_problems(env: Any) -> list[Problem]:

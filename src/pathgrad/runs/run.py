@@ -23,6 +23,7 @@ from pathgrad.algo.registry import get_algorithm
 from pathgrad.core.atomic_files import atomic_write
 from pathgrad.core.checkpoint_index import json_safe
 from pathgrad.core.crash_report import user_line
+from pathgrad.core.env_contract import EnvContractError
 from pathgrad.differentiable_trainer import DifferentiableTrainer
 from pathgrad.distributed.context import rank_seed
 from pathgrad.distributed.sync import DataParallel
@@ -191,6 +192,8 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
         return build_learning_env(
             config.env.name, num_envs=num_envs, device=config.env.device, **kwargs
         )
+    except EnvContractError:  # the env's own code, not its configuration: said as it is
+        raise
     except (ValueError, TypeError, FileNotFoundError) as error:
         label = "env.train_cfg / env.cfg" if training and config.env.train_cfg else "env.cfg"
         where = user_line(error)  # raised by the user's own env: say where

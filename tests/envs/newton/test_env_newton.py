@@ -111,6 +111,24 @@ class Swing(NewtonEnv):
         return -next_state["joint_q"].square().sum(-1)
 
 
+def test_an_observation_of_another_width_says_where_the_expected_width_came_from(tmp_path):
+    from pathgrad.core.env_contract import reset_problems
+
+    arm = tmp_path / "arm.xml"
+    arm.write_text(ARM)
+    Angles = type("Angles", (Swing,), {"_observe": lambda self, state: state["joint_q"]})
+    env = Angles(2, model_file=arm)
+    (problem,) = reset_problems(env, env.reset(seed=0))
+    assert str(problem) == (
+        "observation: expected shape (2, 2), got (2, 1); Angles sets no observation_dim, so it "
+        "is the model's 1 joint coordinates + 1 DOFs (the default _observe's width): set "
+        "observation_dim on the class to the width your _observe returns"
+    )
+    Fixed = type("Fixed", (Angles,), {"observation_dim": 1})
+    env = Fixed(2, model_file=arm)
+    assert reset_problems(env, env.reset(seed=0)) == []
+
+
 def test_hooks_returning_the_wrong_shape_are_named(tmp_path):
     arm = tmp_path / "arm.xml"
     arm.write_text(ARM)

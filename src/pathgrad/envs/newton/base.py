@@ -24,6 +24,7 @@ import newton
 import numpy as np
 import torch
 
+from pathgrad.core.env_contract import EnvContractError
 from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
@@ -180,8 +181,14 @@ class NewtonEnv(BatchedDifferentiableEnv):
         self.action_scale = torch.tensor(scale.copy(), device=torch.device(device))
         self.default_joint_q = torch.tensor(world.joint_q, dtype=torch.float32, device=device)
         self.default_joint_qd = torch.tensor(world.joint_qd, dtype=torch.float32, device=device)
-        if not isinstance(getattr(type(self), "observation_dim", None), int):
-            self.observation_dim = self.coordinates + self.dofs  # the default observation
+        if getattr(type(self), "observation_dim", None) is None:  # the default observation
+            self.observation_dim = self.coordinates + self.dofs
+            self.observation_dim_note = (
+                f"{type(self).__name__} sets no observation_dim, so it is the model's "
+                f"{self.coordinates} joint coordinates + {self.dofs} DOFs (the default "
+                "_observe's width): set observation_dim on the class to the width your "
+                "_observe returns"
+            )
         super().__init__(num_envs, device, **kwargs)
 
     # Model ---------------------------------------------------------------------------
@@ -189,7 +196,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
     def build_world(self, builder: Any) -> None:
         """Add one world's bodies and joints to ``builder`` (default: load ``model_file``)."""
         if self.model_file is None:
-            raise ValueError(f"{type(self).__name__} needs a model_file or a build_world().")
+            raise EnvContractError(f"{type(self).__name__} needs a model_file or a build_world().")
         path = Path(self.model_file)
         if not path.is_file():
             raise FileNotFoundError(f"model_file '{path}' does not exist.")
@@ -312,7 +319,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         if extra is None:
             return forces
         if extra.shape != forces.shape:
-            raise ValueError(
+            raise EnvContractError(
                 f"{type(self).__name__}.extra_joint_forces must return shape "
                 f"{tuple(forces.shape)} (num_envs, dofs), got {tuple(extra.shape)}."
             )
@@ -375,7 +382,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
                     else f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
                     else f"a {type(value).__name__}"
                 )  # fmt: skip
-                raise ValueError(
+                raise EnvContractError(
                     f"{type(self).__name__}._sample_initial_state({num}) must return "
                     f"'{key}' of shape ({num}, {width}); got {got}."
                 )
