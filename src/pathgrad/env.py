@@ -50,6 +50,7 @@ __all__ = [
     "DifferentiableVecEnv",
     "ScheduledDifferentiableVecEnv",
     "build_learning_env",
+    "env_module_hint",
     "get_learning_env_factory",
     "get_registered_learning_env_names",
     "import_env_modules",
@@ -60,6 +61,8 @@ LearningEnvFactory = Callable[..., "DifferentiableVecEnv"]
 
 _REGISTRY: dict[str, LearningEnvFactory] = {}
 _DISPLAY_NAMES: dict[str, str] = {}
+# Display names each env.module registered when it was first imported.
+_MODULE_REGISTRATIONS: dict[str, list[str]] = {}
 
 
 @runtime_checkable
@@ -188,7 +191,32 @@ def import_env_modules(modules: str | Sequence[str] | None) -> None:
                 f"give the module's import name, not a file path: '{path.stem}', with its "
                 f"folder ({path.parent.resolve()}) the working directory or on PYTHONPATH"
             )
+        first_import = name not in sys.modules
+        _register_builtin_envs()  # so that only the module's own registrations are new
+        before = set(_REGISTRY)
         importlib.import_module(name)
+        if first_import:
+            _MODULE_REGISTRATIONS[name] = [_DISPLAY_NAMES[k] for k in _REGISTRY if k not in before]
+
+
+def env_module_hint(modules: str | Sequence[str] | None) -> str:
+    """What the ``env.module`` modules registered, for a message about an unknown env name.
+
+    ``" (env.module 'my_bot' was imported but registered no env: ...)"``, or
+    the names they registered; empty without modules.
+    """
+    names = [modules] if isinstance(modules, str) else list(modules or ())
+    parts = []
+    for name in names:
+        registered = _MODULE_REGISTRATIONS.get(name)
+        if registered == []:
+            parts.append(
+                f"env.module '{name}' was imported but registered no env: decorate the env "
+                'class with @register_learning_env("Name") (from pathgrad) in that module'
+            )
+        elif registered:
+            parts.append(f"env.module '{name}' registered {', '.join(registered)}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _working_directory_importable() -> None:

@@ -286,6 +286,27 @@ def test_the_command_checks_an_env_of_a_module_and_exits_1(tmp_path, monkeypatch
     assert "contract: ok" in out and "CheckEnvDetachedPointMass: 1 of 6 checks failed" in out
 
 
+def test_an_unknown_name_says_what_the_module_registered(tmp_path, monkeypatch, capsys):
+    (tmp_path / "registers_nothing.py").write_text("class MyBot:\n    pass\n")
+    (tmp_path / "registers_one.py").write_text(
+        "from pathgrad import register_learning_env\nfrom pathgrad.envs import PointMass\n\n"
+        "register_learning_env('MyWalker', PointMass)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import pathgrad.env
+
+    pathgrad.env.get_registered_learning_env_names()  # the built-in envs first
+    for registry in ("_REGISTRY", "_DISPLAY_NAMES", "_MODULE_REGISTRATIONS"):  # restored after
+        monkeypatch.setattr(pathgrad.env, registry, dict(getattr(pathgrad.env, registry)))
+    assert main(["check-env", "MyBot", "--module", "registers_nothing"]) == 2
+    assert "(env.module 'registers_nothing' was imported but registered no env: decorate the " \
+        'env class with @register_learning_env("Name")' in capsys.readouterr().err  # fmt: skip
+    assert main(["check-env", "MyBot", "--module", "registers_one"]) == 2
+    assert "unknown env 'MyBot' (env.module 'registers_one' registered MyWalker); registered:" in (
+        capsys.readouterr().err
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -14,6 +14,7 @@ from typing import Any
 from pathgrad.commands import UsageError
 from pathgrad.core.crash_report import describe
 from pathgrad.env import (
+    env_module_hint,
     get_learning_env_factory,
     get_registered_learning_env_names,
     import_env_modules,
@@ -87,7 +88,7 @@ def command_check_env(args: argparse.Namespace) -> int:
             import_env_modules(module)
         except Exception as error:  # noqa: BLE001 - any failing import is a usage error
             raise UsageError(f"--module {module}: cannot import it: {describe(error)}") from error
-    _require_registered(options.name)
+    _require_registered(options.name, options.module)
     for override in options.overrides:
         key = override.partition("=")[0]
         if "=" not in override or not key or key.startswith("-"):
@@ -118,7 +119,7 @@ def command_check_env(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
-def _require_registered(name: str) -> None:
+def _require_registered(name: str, modules: list[str]) -> None:
     """One line naming the registered envs when ``name`` is not one of them."""
     try:
         get_learning_env_factory(name)
@@ -128,4 +129,6 @@ def _require_registered(name: str) -> None:
         names = get_registered_learning_env_names()
         close = difflib.get_close_matches(name, names, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise UsageError(f"unknown env '{name}'{hint}; registered: {', '.join(names)}.") from error
+        raise UsageError(
+            f"unknown env '{name}'{hint}{env_module_hint(modules)}; registered: {', '.join(names)}."
+        ) from error

@@ -31,6 +31,7 @@ from pathgrad.core.crash_report import describe
 from pathgrad.core.devices import device_problem
 from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import (
+    env_module_hint,
     get_learning_env_factory,
     get_registered_learning_env_names,
     import_env_modules,
@@ -264,7 +265,8 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
         names = get_registered_learning_env_names()
         hint = did_you_mean(config.env.name, names)
         raise ConfigError(
-            f"env.name: unknown env '{config.env.name}'{hint}; registered: {', '.join(names)}."
+            f"env.name: unknown env '{config.env.name}'{hint}"
+            f"{env_module_hint(config.env.module)}; registered: {', '.join(names)}."
         ) from error
     parameters = _env_parameters(factory)
     allowed = sorted(set(parameters) - ENV_ARGUMENTS_OWNED_ELSEWHERE)
