@@ -184,7 +184,7 @@ def check_rollout(
                 return [], f"stopped at step {step}: see contract"
             bad = _non_finite(env, result)
             if bad is not None:
-                return [f"step {step}, {bad}"], ""
+                return [f"step {step}, {bad}{env_hint(env)}"], ""
             finished += int((result[2] | result[3]).sum()) if _flags(result) else 0
     simulation_problems = getattr(env, "simulation_problems", None)  # an engine's own account
     failures = list(simulation_problems()) if callable(simulation_problems) else []
@@ -194,6 +194,12 @@ def check_rollout(
         [],
         f"{num_steps} steps, {finished} episodes finished over {env.num_envs} rows, all finite",
     )
+
+
+def env_hint(env: Any) -> str:
+    """``"; <the env's instability_hint()>"`` for a non-finite value, where the env has one."""
+    hint = getattr(env, "instability_hint", None)
+    return f"; {hint()}" if callable(hint) else ""
 
 
 def _trace(env: Any, seed: int, actions: Sequence[torch.Tensor]) -> Trace:

@@ -73,6 +73,9 @@ def describe_skipped_update(
     """
     update = f"update {trainer.num_updates} was skipped"
     cause = _gradient_cause(trainer, metrics)
+    hint = getattr(trainer.env, "instability_hint", None)  # a Newton env: its stiff terms
+    if callable(hint) and "not finite" in cause:  # not an excessive (finite) gradient
+        cause = f"{cause}; {hint()}"
     if snapshot.env is not None and steps > 0:
         found = _replay(trainer, snapshot, steps)
         if found:

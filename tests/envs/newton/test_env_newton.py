@@ -328,3 +328,46 @@ def test_semi_implicit_gradients_and_captured_graphs():
     captured = NewtonReacher(2, seed=1, max_episode_steps=3, **SEMI_IMPLICIT_ARM)
     launched = NewtonReacher(2, seed=1, max_episode_steps=3, capture=False, **SEMI_IMPLICIT_ARM)
     assert_same_windows(captured, launched, 5)
+
+
+def test_a_step_that_blows_up_names_the_stiff_damping_and_what_tames_it(tmp_path):
+    from pathgrad.testing import check_env
+
+    arm = tmp_path / "arm.xml"
+    arm.write_text(ARM)
+    stiff = Swing(2, model_file=arm, joint_damping=200.0, action_scale=2.0, armature=0.0)
+    result = check_env(stiff, gradients=False, max_rollout_steps=50)
+    (failure,) = result["rollout"].failures
+    assert "is not finite" in failure or "is nan" in failure or "inf" in failure
+    assert (
+        "a Newton step that turns non-finite usually has a force too stiff for its substep: "
+        "substep 0.0167 s (1 per env step of 0.0167 s); joint damping up to 200 (joint "
+        "'shoulder', armature 0): stable only while damping x substep (3.33) < 2 x (the DOF's "
+        "inertia + armature). Raise armature or substeps"
+    ) in failure
+    tamed = Swing(2, model_file=arm, joint_damping=200.0, action_scale=2.0, armature=5.0)
+    assert check_env(tamed, gradients=False, max_rollout_steps=50)["rollout"].passed
+
+
+def test_a_skipped_update_of_a_blowing_up_newton_env_names_the_stiff_damping(tmp_path):
+    from pathgrad.algo import APG, APGCfg
+    from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+    from pathgrad.policies import GaussianMLPPolicy
+    from pathgrad.trainer.divergence import Diverged
+
+    arm = tmp_path / "arm.xml"
+    arm.write_text(ARM)
+    env = Swing(2, model_file=arm, joint_damping=200.0, action_scale=2.0, seed=0)
+    torch.manual_seed(0)
+    policy = GaussianMLPPolicy(env.observation_dim, env.action_dim, hidden_sizes=(8,))
+    settings = DifferentiableTrainerCfg(segment_length=16, update_horizon=16,
+                                        checkpoint_dir=str(tmp_path / "run"))  # fmt: skip
+    algorithm = APG(APGCfg(), policy)
+    trainer = DifferentiableTrainer(settings, env, policy, algorithm)
+    notices: list[str] = []
+    trainer.notify = notices.append
+    with pytest.raises(Diverged, match="every one of the run's 2 updates was skipped"):
+        trainer.train(total_updates=2)
+    (notice,) = notices
+    assert notice.startswith("update 1 was skipped: its policy gradient is not finite; ")
+    assert "; a Newton step that turns non-finite usually has a force too stiff" in notice

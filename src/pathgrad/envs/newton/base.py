@@ -31,6 +31,7 @@ from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
 from pathgrad.envs.newton.model_checks import check_masses, check_model_file
+from pathgrad.envs.newton.stability import instability_hint
 
 __all__ = ["NewtonEnv"]
 
@@ -437,6 +438,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
         if self.simulation.uses_contacts:
             self._contact_watch.after_step(self)
         return self.simulation.contact_info(self.num_envs)
+
+    instability_hint = instability_hint  # said with a non-finite step (check-env, a skip)
 
     def simulation_problems(self) -> list[str]:
         """What the simulation got wrong so far (``pathgrad check-env`` fails its rollout on it)."""
