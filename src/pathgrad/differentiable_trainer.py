@@ -17,6 +17,12 @@ from pathgrad.collector import (
     DifferentiableTransition,
 )
 from pathgrad.compiled.compilation import CompiledUpdate, compile_training
+from pathgrad.core.autograd_faults import (
+    inplace_write_message,
+    is_inplace_error,
+    locate_inplace_write,
+)
+from pathgrad.core.env_contract import EnvContractError
 from pathgrad.core.episodes import EpisodeTracker
 from pathgrad.distributed.ranks import attach, end_of_update
 from pathgrad.distributed.sync import DataParallel
@@ -240,22 +246,27 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
                 break
             self.algorithm._check_schedule_horizon(1)
             snapshot = UpdateSnapshot.take(self)
-            try:
+
+            def update() -> tuple[int, dict[str, float]]:
                 if self.cfg.rollout_mode == "complete":
-                    collected_steps, metrics = self._complete_rollout_update()
-                else:
-                    collected_steps, metrics = self._segmented_update(
-                        *next_update_steps(self, total_timesteps)
-                    )
-            except BaseException:
+                    return self._complete_rollout_update()
+                return self._segmented_update(*next_update_steps(self, total_timesteps))
+
+            try:
+                collected_steps, metrics = update()
+            except BaseException as error:
                 self.interrupts.abandon()
                 snapshot.restore(self)
+                if is_inplace_error(error) and not self.data_parallel.active:
+                    where = locate_inplace_write(update)  # replayed under anomaly detection
+                    snapshot.restore(self)
+                    raise EnvContractError(inplace_write_message(where)) from error
                 raise
             self.global_step += collected_steps * self.global_num_envs
             self.num_updates += 1
             try:
                 self._record_update(metrics)
-                self._watch_skips(snapshot, metrics, collected_steps)
+                self._watch_skips(snapshot, metrics, collected_steps, update)
             except BaseException:
                 self.interrupts.abandon()
                 raise
@@ -278,13 +289,17 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         return self.get_summary()
 
     def _watch_skips(
-        self, snapshot: UpdateSnapshot, metrics: dict[str, float], collected_steps: int
+        self,
+        snapshot: UpdateSnapshot,
+        metrics: dict[str, float],
+        collected_steps: int,
+        update: Callable[[], Any],
     ) -> None:
         """Count a skipped update; name the run's first (replaying it when it can)."""
         if not self.skips.record(bool(metrics.get("skipped_update"))):
             return
         steps = collected_steps if self.cfg.rollout_mode == "segmented" else 0
-        message = describe_skipped_update(self, snapshot, metrics, steps)
+        message = describe_skipped_update(self, snapshot, metrics, steps, update)
         if self.data_parallel.is_main:
             self.notify(message)
 

@@ -171,3 +171,46 @@ def test_a_detached_reward_is_named_before_the_first_update(tmp_path, monkeypatc
     )
     assert "Traceback" not in stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+INPLACE_MODULE = """
+from pathgrad.env import register_learning_env
+from pathgrad.envs import PointMass
+
+
+@register_learning_env("InPlaceWrite")
+class InPlaceWrite(PointMass):
+    def _dynamics(self, state, action):
+        following = super()._dynamics(state, action)
+        velocity = following["velocity"]
+        wobble = velocity.sin()
+        velocity.mul_(0.99)
+        return {**following, "velocity": velocity + 1e-3 * wobble}
+"""
+
+
+def test_an_in_place_write_is_named_by_the_line_whose_saved_tensor_it_changed(
+    tmp_path, monkeypatch, capsys
+):
+    get_registered_learning_env_names()
+    for registry in ("_REGISTRY", "_DISPLAY_NAMES", "_MODULE_REGISTRATIONS"):
+        monkeypatch.setattr(pathgrad.env, registry, dict(getattr(pathgrad.env, registry)))
+    path = tmp_path / "inplace_envs.py"
+    path.write_text(INPLACE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "inplace_envs", raising=False)
+    line = line_of(path, "wobble = velocity.sin()")
+    message = (
+        f"the tensor saved by `wobble = velocity.sin()` at inplace_envs.py:{line} in _dynamics "
+        "was changed afterwards by an in-place write (x.mul_(...), x += ..., x[i] = ...), so "
+        "its gradient cannot be computed; compute a new tensor instead"
+    )
+    code, _, stderr = run_cli(
+        ["train", "env.name=InPlaceWrite", "env.module=inplace_envs", *QUICK], cwd=tmp_path
+    )
+    assert code == 2, stderr
+    (last,) = stderr.strip().splitlines()  # no torch traceback, no anomaly-mode warnings
+    assert last.startswith(f"pathgrad: error: {message}")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    code, out, _ = run_cli(["check-env", "InPlaceWrite", "--module", "inplace_envs"], cwd=tmp_path)
+    assert code == 1 and f"gradients: FAILED: {message}" in out

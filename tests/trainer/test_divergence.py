@@ -166,3 +166,30 @@ def test_a_diverging_run_ends_diverged_with_its_own_exit_status(poisoned, tmp_pa
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "diverged" and summary["skipped_updates"] == 4
     assert summary["latest_checkpoint_path"].endswith("_final_step_384.pt")
+
+
+class MaskedSqrt(PointMass):
+    """A finite reward whose gradient is NaN: the sqrt branch torch.where does not choose."""
+
+    def _reward(self, state, action, next_state):
+        x = next_state["position"][:, 0]
+        bonus = torch.where(x > 0, x.sqrt(), torch.zeros_like(x))
+        return bonus + super()._reward(state, action, next_state)
+
+
+def test_a_nan_gradient_of_a_finite_rollout_names_the_users_line(tmp_path):
+    trainer = trainer_on(MaskedSqrt(4, seed=0), tmp_path, max_consecutive_skipped_updates=0)
+    notices: list[str] = []
+    trainer.notify = notices.append
+    trainer.train(total_updates=2)
+    (notice,) = notices
+    line = 1 + Path(__file__).read_text().splitlines().index(
+        "        bonus = torch.where(x > 0, x.sqrt(), torch.zeros_like(x))"
+    )
+    assert notice.startswith(
+        "update 1 was skipped: its policy gradient is not finite though its rollout was finite; "
+        "the first NaN gradient is that of `bonus = torch.where(x > 0, x.sqrt(), "
+        f"torch.zeros_like(x))` at test_divergence.py:{line} in _reward; a common cause is "
+        "torch.where"
+    ), notice
+    assert trainer.get_summary()["skipped_updates"] == 2  # the replay changed nothing

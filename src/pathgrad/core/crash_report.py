@@ -16,7 +16,14 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["TRACEBACK_VARIABLE", "describe", "print_crash", "user_frame", "user_line"]
+__all__ = [
+    "TRACEBACK_VARIABLE",
+    "describe",
+    "is_users_file",
+    "print_crash",
+    "user_frame",
+    "user_line",
+]
 
 TRACEBACK_VARIABLE = "PATHGRAD_TRACEBACK"
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -26,7 +33,7 @@ _LIBRARY_DIRS = tuple(
 )
 
 
-def _is_users(filename: str) -> bool:
+def is_users_file(filename: str) -> bool:
     """Whether ``filename`` is a file of the user's (not pathgrad's, a library's or Python's)."""
     if filename.startswith("<"):  # <frozen ...>, <string>: not a file to open
         return False
@@ -40,7 +47,9 @@ def _frames(error: BaseException) -> list[traceback.FrameSummary]:
 
 def user_frame(error: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of ``error``'s traceback in a file of the user's, if any."""
-    return next((frame for frame in reversed(_frames(error)) if _is_users(frame.filename)), None)
+    return next(
+        (frame for frame in reversed(_frames(error)) if is_users_file(frame.filename)), None
+    )
 
 
 def user_line(error: BaseException) -> str | None:
@@ -61,7 +70,7 @@ def print_crash(error: BaseException, stream: TextIO | None = None) -> None:
     """Print ``error``'s traceback (the user's frames alone where it has some), then one line."""
     stream = sys.stderr if stream is None else stream
     frames = _frames(error)
-    own = [frame for frame in frames if _is_users(frame.filename)]
+    own = [frame for frame in frames if is_users_file(frame.filename)]
     if not own or os.environ.get(TRACEBACK_VARIABLE) == "full":
         traceback.print_exception(error, file=stream)
     else:

@@ -21,6 +21,11 @@ from typing import Any
 
 from torch.autograd.gradcheck import GradcheckError
 
+from pathgrad.core.autograd_faults import (
+    inplace_write_message,
+    is_inplace_error,
+    locate_inplace_write,
+)
 from pathgrad.core.crash_report import describe
 from pathgrad.core.env_contract import (
     Problem,
@@ -209,12 +214,19 @@ def _check_contract(
 def _check_gradients(
     env: Any, num_steps: int, reference_env: Any, options: dict[str, Any]
 ) -> tuple[list[str], str]:
-    try:
-        source = check_gradients(
+    def check() -> str:
+        return check_gradients(
             env, num_steps, reference_env=reference_env, contract=False, **options
         )
+
+    try:
+        source = check()
     except GradcheckError as error:  # the checker's own failures: their first line says it
         return [_first_line(error)], ""
+    except RuntimeError as error:
+        if not is_inplace_error(error):
+            raise
+        return [inplace_write_message(locate_inplace_write(check))], ""
     if not source:
         return ["gradcheck returned False"], ""
     if isinstance(env, BatchedDifferentiableEnv):

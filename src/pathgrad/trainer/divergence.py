@@ -13,9 +13,12 @@ updates that are not skipped cost nothing), and after
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from pathgrad.core.autograd_faults import locate_nan_gradient
 
 __all__ = ["Diverged", "SkipWatch", "describe_skipped_update"]
 
@@ -62,16 +65,23 @@ class SkipWatch:
 
 
 def describe_skipped_update(
-    trainer: Any, snapshot: Any, metrics: dict[str, float], steps: int
+    trainer: Any,
+    snapshot: Any,
+    metrics: dict[str, float],
+    steps: int,
+    update: Callable[[], Any] | None = None,
 ) -> str:
     """One line on why update ``trainer.num_updates`` was skipped.
+
+    ``update`` (the update's function) lets a NaN gradient of a finite rollout
+    be replayed under anomaly detection to name the user's line it came from.
 
     The gradient's case comes from the update's metrics; what was not finite
     in the rollout, from replaying its ``steps`` env steps without gradients
     from ``snapshot`` (same parameters, same random draws), then restoring
     the trainer's state. Envs without ``state_dict`` are not replayed.
     """
-    update = f"update {trainer.num_updates} was skipped"
+    title = f"update {trainer.num_updates} was skipped"
     cause = _gradient_cause(trainer, metrics)
     hint = getattr(trainer.env, "instability_hint", None)  # a Newton env: its stiff terms
     if callable(hint) and "not finite" in cause:  # not an excessive (finite) gradient
@@ -79,8 +89,33 @@ def describe_skipped_update(
     if snapshot.env is not None and steps > 0:
         found = _replay(trainer, snapshot, steps)
         if found:
-            return f"{update}: {found}; {cause}."
-    return f"{update}: {cause}."
+            return f"{title}: {found}; {cause}."
+        if cause == "its policy gradient is not finite" and not callable(hint):
+            cause += " though its rollout was finite"
+            where = None
+            if update is not None and not trainer.data_parallel.active:
+                where = _locate_nan_gradient(trainer, snapshot, update)
+            cause += f"; the first NaN gradient is that of {where}" if where else ""
+            cause += f"; {_MASKED_BRANCH}"
+    return f"{title}: {cause}."
+
+
+def _locate_nan_gradient(trainer: Any, snapshot: Any, update: Callable[[], Any]) -> str | None:
+    """The user's line whose backward gave NaN first, from the update replayed under
+    anomaly detection (then the trainer's state as it was)."""
+    now = type(snapshot).take(trainer)
+    try:
+        snapshot.restore(trainer)
+        return locate_nan_gradient(update)
+    finally:
+        now.restore(trainer)
+
+
+_MASKED_BRANCH = (
+    "a common cause is torch.where (or a mask) choosing between branches where the unchosen "
+    "one is inf or NaN (sqrt, log or a division at 0): its gradient is 0 x NaN = NaN; make "
+    "that branch's input safe first (torch.where(x > 0, x, 1.0) before the sqrt)"
+)
 
 
 def _gradient_cause(trainer: Any, metrics: dict[str, float]) -> str:
