@@ -341,12 +341,14 @@ def test_a_step_that_blows_up_names_the_stiff_damping_and_what_tames_it(tmp_path
     assert "is not finite" in failure or "is nan" in failure or "inf" in failure
     assert (
         "a Newton step that turns non-finite usually has a force too stiff for its substep: "
-        "substep 0.0167 s (1 per env step of 0.0167 s); joint damping up to 200 (joint "
-        "'shoulder', armature 0): stable only while damping x substep (3.33) < 2 x (the DOF's "
-        "inertia + armature). Raise armature or substeps"
+        "substep 0.0167 s (1 per env step of 0.0167 s); joint damping 200 on joint 'shoulder' "
+        "(armature 0) gives substep x its fastest rate (max eig of M^-1 C at the model's pose) "
+        "= 8.32, above the bound 2 of explicit damping at that pose (poses of more inertia "
+        "allow more). Raise armature or substeps"
     ) in failure
     tamed = Swing(2, model_file=arm, joint_damping=200.0, action_scale=2.0, armature=5.0)
     assert check_env(tamed, gradients=False, max_rollout_steps=50)["rollout"].passed
+    assert "= 0.617, below the bound 2" in tamed.instability_hint()  # 200 x 0.0167 / 5.4
 
 
 def test_a_skipped_update_of_a_blowing_up_newton_env_names_the_stiff_damping(tmp_path):
