@@ -176,6 +176,12 @@ def test_bad_input_is_named(tmp_path):
     ):
         Swing(1, model_file=arm, action_scale="abc")
     assert float(Swing(1, model_file=arm, action_scale=-2.0).action_scale[0]) == -2.0
+    fixed = tmp_path / "fixed.xml"
+    fixed.write_text(ARM.replace("</body>", "<body name='tip' pos='0.5 0 0'><geom "
+                                 "type='sphere' size='0.05'/></body></body>"))  # fmt: skip
+    with pytest.raises(ValueError, match="actuated joint 'tip_joint' is fixed .* joints with "
+                       "DOFs: shoulder[.]"):  # fmt: skip
+        Swing(1, model_file=fixed, actuated_joints=["tip_joint"])
     with pytest.raises(ValueError, match="actuated joint 'shoulder' is given twice"):
         Swing(1, model_file=arm, actuated_joints=["shoulder", "shoulder"])
     ball = tmp_path / "ball.xml"

@@ -26,6 +26,7 @@ import torch
 
 from pathgrad.core.env_contract import EnvContractError
 from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
+from pathgrad.envs.newton.actuation import action_scales, actuated_dofs
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
@@ -161,25 +162,12 @@ class NewtonEnv(BatchedDifferentiableEnv):
         self.joint_labels = list(world.joint_label)
         self.body_labels = list(world.body_label)
         self._kinematics: NewtonKinematics | None = None
-        self.actuated_dofs = self._actuated_dofs(world, actuated_joints)
+        self.actuated_dofs = actuated_dofs(world, self.joint_labels, actuated_joints)
         self._actuated_index = torch.as_tensor(
             self.actuated_dofs, dtype=torch.long, device=torch.device(device)
         )  # long even when empty
         self.action_dim = len(self.actuated_dofs)
-        expected = f"a number or {self.action_dim} values (one per actuated DOF)"
-        try:
-            scale = np.asarray(action_scale, dtype=np.float32)
-        except (TypeError, ValueError):
-            raise ValueError(f"action_scale must be {expected}, got {action_scale!r}.") from None
-        if scale.ndim > 1 or (scale.ndim == 1 and scale.shape[0] != self.action_dim):
-            raise ValueError(f"action_scale must be {expected}, got {action_scale!r}.")
-        if not np.all(np.isfinite(scale) & (scale != 0.0)):
-            raise ValueError(
-                f"action_scale must be finite and non-zero (an action scaled by 0 moves nothing; "
-                f"a negative scale reverses its DOF), got {action_scale!r}."
-            )
-        scale = np.broadcast_to(scale, (self.action_dim,))
-        self.action_scale = torch.tensor(scale.copy(), device=torch.device(device))
+        self.action_scale = action_scales(action_scale, self.action_dim, torch.device(device))
         self.default_joint_q = torch.tensor(world.joint_q, dtype=torch.float32, device=device)
         self.default_joint_qd = torch.tensor(world.joint_qd, dtype=torch.float32, device=device)
         if getattr(type(self), "observation_dim", None) is None:  # the default observation
@@ -245,46 +233,6 @@ class NewtonEnv(BatchedDifferentiableEnv):
     def ground_config(self) -> Any:
         """Contact settings of the ground plane (``newton.ModelBuilder.ShapeConfig``)."""
         return None
-
-    def _actuated_dofs(self, world: Any, joints: Sequence[str] | None) -> list[int]:
-        """The DOF indices that the actions drive, one per action entry.
-
-        None of them (a passive model, or ``actuated_joints=[]``) gives an env
-        without actions.
-
-        Raises:
-            ValueError: Naming a joint that does not exist, is ambiguous or is given
-                twice, or ``actuated_joints`` given as one string.
-        """
-        starts, dims = list(world.joint_qd_start), list(world.joint_dof_dim)
-        known = ", ".join(label.rsplit("/", 1)[-1] for label in self.joint_labels)
-        if joints is None:
-            free = {int(newton.JointType.FREE), int(newton.JointType.DISTANCE)}
-            return [
-                starts[j] + k
-                for j, joint_type in enumerate(world.joint_type)
-                if int(joint_type) not in free
-                for k in range(sum(dims[j]))
-            ]
-        if isinstance(joints, str):
-            raise ValueError(f"actuated_joints must be a list of joint names, got '{joints}'.")
-        repeated = sorted({name for name in joints if list(joints).count(name) > 1})
-        if repeated:
-            raise ValueError(f"actuated joint '{repeated[0]}' is given twice.")
-        dofs = []
-        for name in joints:
-            matches = [
-                j
-                for j, label in enumerate(self.joint_labels)
-                if label == name or label.rsplit("/", 1)[-1] == name
-            ]
-            if len(matches) != 1:
-                raise ValueError(
-                    f"actuated joint '{name}' {'is ambiguous' if matches else 'does not exist'}; "
-                    f"joints: {known}."
-                )
-            dofs += [starts[matches[0]] + k for k in range(sum(dims[matches[0]]))]
-        return dofs
 
     # Task defaults: the model's pose, joint coordinates and velocities -------------------
 
