@@ -75,3 +75,29 @@ def test_a_massless_body_carrying_mass_or_with_armature_builds(tmp_path):
         'name="elbow" type="hinge"', 'name="elbow" type="hinge" armature="0.01"'
     )
     arm(write(tmp_path, armature, "arm2.xml"))
+
+
+def test_mjcf_motor_gears_that_the_env_does_not_apply_are_warned_about(tmp_path):
+    geared = ARM.replace(
+        "</worldbody>",
+        '</worldbody><actuator><motor joint="shoulder" gear="50"/>'
+        '<motor joint="elbow" gear="30"/></actuator>',
+    )
+    path = write(tmp_path, geared)
+    with pytest.warns(UserWarning) as caught:
+        arm(path)
+    (message,) = [str(w.message) for w in caught if "<motor>" in str(w.message)]
+    assert message.endswith(
+        "has <motor> actuators (shoulder, elbow: gear 50, 30) that NewtonEnv does not read: an "
+        "action is a generalized force action x action_scale, here 1 on every actuated DOF. To "
+        "use the gears, pass actuated_joints=['shoulder', 'elbow'] and action_scale=[50, 30]."
+    )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scaled actions, or gears of 1: nothing to say
+        type("Scaled", (NewtonReacher,), {"default_model_file": str(path)})(
+            2, capture=False, max_torque=50.0
+        )
+        arm(write(tmp_path, geared.replace('gear="50"', 'gear="1"').replace('gear="30"', ""),
+                  "ones.xml"))  # fmt: skip

@@ -16,6 +16,7 @@ and points of a state by Newton's forward kinematics, differentiable in torch.
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, Newton
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
-from pathgrad.envs.newton.model_checks import check_masses, check_model_file
+from pathgrad.envs.newton.model_checks import check_masses, check_model_file, unread_motors
 from pathgrad.envs.newton.stability import instability_hint
 
 __all__ = ["NewtonEnv"]
@@ -168,6 +169,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
         )  # long even when empty
         self.action_dim = len(self.actuated_dofs)
         self.action_scale = action_scales(action_scale, self.action_dim, torch.device(device))
+        unread = unread_motors(self.model_file, self.action_scale.tolist())
+        if unread is not None:
+            warnings.warn(f"{type(self).__name__}: {unread}", UserWarning, stacklevel=2)
         self.default_joint_q = torch.tensor(world.joint_q, dtype=torch.float32, device=device)
         self.default_joint_qd = torch.tensor(world.joint_qd, dtype=torch.float32, device=device)
         if getattr(type(self), "observation_dim", None) is None:  # the default observation

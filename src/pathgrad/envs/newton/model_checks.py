@@ -14,7 +14,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
-           "check_masses"]  # fmt: skip
+           "check_masses", "unread_motors"]  # fmt: skip
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
 MJCF_GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box",
@@ -112,3 +112,38 @@ def check_masses(world: Any, body_labels: Sequence[str], joint_labels: Sequence[
 
 def _short(label: str) -> str:
     return label.rsplit("/", 1)[-1]
+
+
+def unread_motors(path: str | Path | None, action_scale: Any) -> str | None:
+    """A warning when an MJCF file's ``<motor>`` gears are not what the env applies.
+
+    NewtonEnv does not read MJCF actuators: an action is a generalized force
+    ``action x action_scale``. A file whose motors have gears other than 1,
+    loaded with every scale at 1, most likely meant the gears.
+    """
+    if path is None or Path(path).suffix.lower() not in (".xml", ".mjcf"):
+        return None
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (ElementTree.ParseError, OSError):
+        return None
+    motors = []
+    for motor in root.iter("motor"):
+        joint = motor.get("joint")
+        try:
+            gear = float((motor.get("gear") or "1").split()[0])
+        except ValueError:
+            continue
+        if joint is not None:
+            motors.append((joint, gear))
+    scales = [float(value) for value in action_scale]
+    if not motors or all(gear == 1.0 for _, gear in motors) or any(v != 1.0 for v in scales):
+        return None
+    joints = [joint for joint, _ in motors]
+    gears = ", ".join(f"{gear:g}" for _, gear in motors)
+    return (
+        f"model_file '{path}' has <motor> actuators ({', '.join(joints)}: gear {gears}) that "
+        "NewtonEnv does not read: an action is a generalized force action x action_scale, "
+        f"here 1 on every actuated DOF. To use the gears, pass actuated_joints={joints} "
+        f"and action_scale=[{gears}]."
+    )
