@@ -101,3 +101,35 @@ def test_mjcf_motor_gears_that_the_env_does_not_apply_are_warned_about(tmp_path)
         )
         arm(write(tmp_path, geared.replace('gear="50"', 'gear="1"').replace('gear="30"', ""),
                   "ones.xml"))  # fmt: skip
+
+
+URDF = """<robot name="hopper">
+  <link name="body"><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01"
+    ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><geometry><sphere radius="0.1"/></geometry></collision></link>
+  <link name="leg"><inertial><mass value="0.5"/><inertia ixx="0.01" iyy="0.01" izz="0.01"
+    ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><geometry><sphere radius="0.05"/></geometry></collision></link>
+  <joint name="hip" type="revolute"><parent link="body"/><child link="leg"/>
+    <origin xyz="0 0 -0.2"/><axis xyz="0 1 0"/><limit lower="-1" upper="1"/></joint>
+</robot>"""
+
+
+def test_a_urdf_robot_on_the_ground_with_a_fixed_root_is_warned_about(tmp_path):
+    import warnings
+
+    from pathgrad.envs.newton import NewtonEnv
+
+    class Hopper(NewtonEnv):
+        default_model_file = str(write(tmp_path, URDF, "hopper.urdf"))
+
+        def _reward(self, state, action, next_state):
+            return next_state["joint_q"].sum(-1)
+
+    with pytest.warns(UserWarning, match="is a URDF, whose root link Newton fixes to the world"):
+        Hopper(2, contacts=True, capture=False)
+    Free = type("Free", (Hopper,), {"model_file_options": lambda self: {"floating": True}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Free(2, contacts=True, capture=False).coordinates == 8  # free base 7 + hip 1
+        Hopper(2, contacts=False, capture=False)  # no ground: an arm, say

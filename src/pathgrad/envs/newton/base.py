@@ -32,7 +32,12 @@ from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, Newton
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
-from pathgrad.envs.newton.model_checks import check_masses, check_model_file, unread_motors
+from pathgrad.envs.newton.model_checks import (
+    check_masses,
+    check_model_file,
+    fixed_urdf_root,
+    unread_motors,
+)
 from pathgrad.envs.newton.stability import instability_hint
 
 __all__ = ["NewtonEnv"]
@@ -131,6 +136,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
         self.model_file = self._resolve_model_file(model_file)
         world = newton.ModelBuilder(gravity=self.gravity)
         self.build_world(world)
+        fixed = fixed_urdf_root(self.model_file, self.model_file_options(), contacts=contacts)
+        if fixed is not None:
+            warnings.warn(f"{type(self).__name__}: {fixed}", UserWarning, stacklevel=2)
         if world.joint_count == 0:
             raise ValueError(f"{type(self).__name__}: the model has no joints.")
         for name, value, values in (

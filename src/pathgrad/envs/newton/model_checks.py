@@ -14,7 +14,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
-           "check_masses", "unread_motors"]  # fmt: skip
+           "check_masses", "fixed_urdf_root", "unread_motors"]  # fmt: skip
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
 MJCF_GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box",
@@ -146,4 +146,25 @@ def unread_motors(path: str | Path | None, action_scale: Any) -> str | None:
         "NewtonEnv does not read: an action is a generalized force action x action_scale, "
         f"here 1 on every actuated DOF. To use the gears, pass actuated_joints={joints} "
         f"and action_scale=[{gears}]."
+    )
+
+
+def fixed_urdf_root(
+    path: str | Path | None, options: dict[str, Any], *, contacts: bool
+) -> str | None:
+    """A warning when a URDF robot meant to move on the ground is fixed to the world.
+
+    Newton's URDF importer joins the root link to the world with a fixed joint
+    unless ``floating=True`` (or a ``base_joint``) is passed; with ground
+    contacts on, a legged robot would then hang where it was built.
+    """
+    if path is None or Path(path).suffix.lower() != ".urdf" or not contacts:
+        return None
+    if options.get("floating") is not None or options.get("base_joint") is not None:
+        return None
+    return (
+        f"model_file '{path}' is a URDF, whose root link Newton fixes to the world unless "
+        "told otherwise, and the env has ground contacts: a legged or wheeled robot would hang "
+        "where it was built. For a free base, return {'floating': True} from "
+        "model_file_options(); for a fixed one, {'floating': False} (and this warning goes)."
     )
