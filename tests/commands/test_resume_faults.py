@@ -219,3 +219,13 @@ def test_resume_options_and_logging_edits_are_not_edits(run_copy):
     result = pathgrad("resume", str(run_copy), "--total-timesteps", "200000", "--quiet",
                       cwd=run_copy.parent)  # fmt: skip
     assert result.returncode == 0, result.stderr
+
+
+def test_an_emptied_config_yaml_is_refused_with_where_the_config_is_kept(run_copy):
+    (run_copy / "config.yaml").write_text("# cleared by an editor\n")
+    before = snapshot(run_copy)
+    result = pathgrad("resume", str(run_copy), "--total-updates", "8", cwd=run_copy.parent)
+    assert_usage_error(
+        result, "config.yaml' holds no sections", "each checkpoint holds the config it was trained"
+    )
+    assert unchanged(before, snapshot(run_copy))

@@ -90,10 +90,15 @@ def read_yaml(path: Path) -> dict[str, Any]:
         )
         raise ConfigError(f"{kind} in '{path}'{where}: {problem}") from error
     if data is None:  # an empty or comment-only file would silently train the default task
+        advice = (
+            "a run's config.yaml is written by `pathgrad train`: restore it from a copy (each "
+            "checkpoint holds the config it was trained with, under its 'config' key)"
+            if (path.parent / "checkpoints").is_dir()
+            else "give it at least one section (env, algorithm, trainer, ...), or leave the "
+            "file out to train the default task"
+        )
         raise ConfigError(
-            f"config file '{path}' holds no sections (it is empty or only comments); give it "
-            "at least one section (env, algorithm, trainer, ...), or leave the file out to "
-            "train the default task."
+            f"config file '{path}' holds no sections (it is empty or only comments); {advice}."
         )
     if not isinstance(data, dict):
         raise ConfigError(f"'{path}' must hold a mapping of sections, got {type(data).__name__}.")
