@@ -224,7 +224,8 @@ def _observation_problems(env: Any, member: str, value: Any) -> list[Problem]:
     (where the expected width came from), when it has one."""
     problems = tensor_problems(env, member, value, observation_shape(env))
     note = getattr(env, "observation_dim_note", None)
-    if problems and isinstance(note, str) and problems[0].text.startswith("expected shape"):
+    width = isinstance(value, torch.Tensor) and value.ndim == 2  # a flat one lacks its rows
+    if problems and isinstance(note, str) and width and "expected shape" in problems[0].text:
         problems[0] = Problem(member, f"{problems[0].text}; {note}")
     return problems
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +58,15 @@ def actuated_dofs(
             raise ValueError(
                 f"actuated joint '{name}' is fixed (it has no DOF to drive); joints "
                 f"with DOFs: {', '.join(moving) or 'none'}."
+            )
+        if int(world.joint_type[matches[0]]) == int(newton.JointType.FREE):
+            warnings.warn(
+                f"actuated joint '{name}' is a free joint: its 6 actions push and twist the "
+                "base directly, with forces from nowhere (a legged robot moves by its own "
+                "joints); leave it out of actuated_joints unless the base is meant to be "
+                "driven (a thruster, a floating hand).",
+                UserWarning,
+                stacklevel=3,
             )
         dofs += [starts[matches[0]] + k for k in range(sum(dims[matches[0]]))]
     return dofs

@@ -38,6 +38,11 @@ from pathgrad.envs.newton.model_checks import (
     fixed_urdf_root,
     unread_motors,
 )
+from pathgrad.envs.newton.scene_checks import (
+    check_free_joint_quaternions,
+    floor_without_contacts,
+    ground_penetration,
+)
 from pathgrad.envs.newton.stability import instability_hint
 
 __all__ = ["NewtonEnv"]
@@ -153,6 +158,12 @@ class NewtonEnv(BatchedDifferentiableEnv):
         if contacts:
             builder.add_ground_plane(cfg=self.ground_config())
         model = builder.finalize(device=str(torch.device(device)), requires_grad=True)
+        for warning in (
+            ground_penetration(model) if contacts else None,
+            floor_without_contacts(model, contacts=contacts),
+        ):
+            if warning is not None:
+                warnings.warn(f"{type(self).__name__}: {warning}", UserWarning, stacklevel=2)
         self.simulation = NewtonSimulation(
             model,
             solver=solver,
@@ -169,6 +180,11 @@ class NewtonEnv(BatchedDifferentiableEnv):
         self.coordinates = world.joint_coord_count
         self.dofs = world.joint_dof_count
         self.joint_labels = list(world.joint_label)
+        self._free_joints = [  # (first coordinate, label): checked in the first initial state
+            (int(world.joint_q_start[j]), label.rsplit("/", 1)[-1])
+            for j, label in enumerate(self.joint_labels)
+            if int(world.joint_type[j]) == int(newton.JointType.FREE)
+        ]
         self.body_labels = list(world.body_label)
         self._kinematics: NewtonKinematics | None = None
         self.actuated_dofs = actuated_dofs(world, self.joint_labels, actuated_joints)
@@ -347,6 +363,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
                     f"{type(self).__name__}._sample_initial_state({num}) must return "
                     f"'{key}' of shape ({num}, {width}); got {got}."
                 )
+        if self._free_joints:  # once: a host synchronisation
+            check_free_joint_quaternions(type(self).__name__, state["joint_q"], self._free_joints)
+            self._free_joints = []
         if self.simulation.maximal:
             state = {**state, **self._body_coordinates(state["joint_q"], state["joint_qd"])}
         return state

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from pathgrad.envs.newton.scene_checks import ground_penetration
+
 __all__ = ["instability_hint"]
 
 
@@ -47,13 +49,42 @@ def instability_hint(env: Any) -> str:
             f"armature {armature[dof]:g}): stable only while damping x substep "
             f"({damping[dof] * substep:.3g}) < 2 x (the DOF's inertia + armature)"
         )
+    limits = _stiffest_limit(model, dofs, mass_matrix)
+    if limits is not None:
+        parts.append(limits)
     if simulation.uses_contacts:
-        parts.append("contacts and joint limits are explicit springs too")
+        start = ground_penetration(model)
+        parts.append(start if start is not None else "contacts are explicit springs too")
     return (
         "a Newton step that turns non-finite usually has a force too stiff for its substep: "
         + "; ".join(parts)
-        + ". Raise armature or substeps, or lower the damping (docs/simulators.md, "
-        "'Stable steps')"
+        + ". Raise armature or substeps, or lower the damping or limit stiffness "
+        "(docs/simulators.md, 'Stable steps')"
+    )
+
+
+def _stiffest_limit(model: Any, dofs: int, mass_matrix: np.ndarray | None) -> str | None:
+    """The joint limit spring with the shortest stable substep, if any DOF has a limit."""
+    lower = model.joint_limit_lower.numpy()[:dofs].astype(np.float64)
+    upper = model.joint_limit_upper.numpy()[:dofs].astype(np.float64)
+    stiffness = model.joint_limit_ke.numpy()[:dofs].astype(np.float64)
+    limited = (np.abs(lower) < 1e6) | (np.abs(upper) < 1e6)
+    limited &= stiffness > 0.0
+    if not limited.any():
+        return None
+    inertia = np.diag(mass_matrix) if mass_matrix is not None else None
+    if inertia is None:
+        dof = int(np.argmax(np.where(limited, stiffness, -1.0)))
+        return (
+            f"joint '{_joint_of_dof(model, dof)}' has a limit spring of stiffness "
+            f"{stiffness[dof]:g} (limit_ke): stable only while substep < 2 sqrt(inertia / ke)"
+        )
+    bounds = np.where(limited, 2.0 * np.sqrt(np.maximum(inertia, 0.0) / stiffness), np.inf)
+    dof = int(np.argmin(bounds))
+    return (
+        f"joint '{_joint_of_dof(model, dof)}' has a limit spring of stiffness "
+        f"{stiffness[dof]:g} (limit_ke), stable only while substep < 2 sqrt(inertia / ke) = "
+        f"{bounds[dof]:.3g} s at the model's pose"
     )
 
 
@@ -70,7 +101,7 @@ def _mass_matrix_at_rest(env: Any) -> np.ndarray | None:
         return None
     try:
         starts = solver.articulation_H_start.numpy()
-        if len(starts) < 2 or int(starts[1] - starts[0]) != dofs * dofs:
+        if int(simulation.model.articulation_count) != env.num_envs:  # one per world
             return None
         rows = env.num_envs
         zeros = torch.zeros(rows, dofs, device=env.device)

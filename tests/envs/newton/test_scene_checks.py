@@ -1,0 +1,100 @@
+"""Where a user's robot starts and what it stands on: a start inside the ground, a floor
+that nothing collides with, a free joint's rotation that is no quaternion, a free joint
+among the actuated ones, and a joint-limit spring too stiff for the substep."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+pytest.importorskip("newton")
+
+from pathgrad.core.env_contract import EnvContractError  # noqa: E402
+from pathgrad.envs.newton import NewtonEnv  # noqa: E402
+
+TORSO = """<mujoco><worldbody>{floor}
+  <body name="torso" pos="0 0 {height}"><freejoint name="root"/>
+    <geom type="box" size="0.2 0.1 0.05" mass="2"/>
+    <body name="leg" pos="0.2 0 0"><joint name="hip" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.03" mass="0.3"/></body>
+  </body></worldbody></mujoco>"""
+
+
+class Walker(NewtonEnv):
+    def _reward(self, state, action, next_state):
+        return next_state["joint_q"][:, 2]
+
+
+def walker(tmp_path, *, height=0.3, floor="", **kwargs):
+    path = tmp_path / f"walker_{height}_{bool(floor)}.xml"
+    path.write_text(TORSO.format(height=height, floor=floor))
+    return Walker(2, model_file=path, capture=False, armature=0.05, **kwargs)
+
+
+def messages(caught) -> list[str]:
+    return [str(w.message) for w in caught if str(w.message).startswith("Walker: ")]
+
+
+def test_a_robot_that_starts_inside_the_ground_is_named_with_its_deepest_shape(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = walker(tmp_path, height=0.0, contacts=True)
+    (message,) = messages(caught)
+    assert message.startswith(
+        "Walker: body 'leg' starts 0.23 m inside the ground (its capsule's lowest point at z = "
+        "-0.23 m, at the model's pose)"
+    )
+    assert "Start it higher" in message
+    assert "starts 0.23 m inside the ground" in env.instability_hint()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        walker(tmp_path, height=0.3, contacts=True)  # its lowest point at 0.07 m
+    assert messages(caught) == []
+
+
+def test_a_floor_in_the_file_with_contacts_off_is_named(tmp_path):
+    floor = '<geom name="floor" type="plane" size="10 10 0.1"/>'
+    with pytest.warns(UserWarning, match="the model has a plane .* but contacts=False"):
+        walker(tmp_path, floor=floor)
+
+
+def test_a_free_joint_rotation_that_is_no_unit_quaternion_is_named(tmp_path):
+    class Unrotated(Walker):
+        def _sample_initial_state(self, num):
+            joint_q = torch.zeros(num, 8)
+            joint_q[:, 2] = 0.3  # the quaternion forgotten: zeros
+            return {"joint_q": joint_q, "joint_qd": torch.zeros(num, 7)}
+
+    path = tmp_path / "walker.xml"
+    path.write_text(TORSO.format(height=0.3, floor=""))
+    with pytest.raises(EnvContractError) as raised:
+        Unrotated(2, model_file=path, capture=False)
+    assert str(raised.value) == (
+        "Unrotated._sample_initial_state: free joint 'root' has a rotation (joint_q[3:7], x y "
+        "z w) of norm 0 in row 0; it must be a unit quaternion (identity: 0, 0, 0, 1; note "
+        "Newton's order x y z w, not MuJoCo's w x y z)."
+    )
+
+
+def test_a_free_joint_among_the_actuated_ones_is_warned_about(tmp_path):
+    with pytest.warns(UserWarning, match="actuated joint 'root' is a free joint: its 6 actions"):
+        env = walker(tmp_path, actuated_joints=["root", "hip"])
+    assert env.action_dim == 7
+
+
+def test_the_instability_hint_names_a_limit_spring_too_stiff_for_the_substep(tmp_path):
+    arm = tmp_path / "arm.urdf"
+    arm.write_text(
+        '<robot name="arm"><link name="base"/><link name="link"><inertial><origin '
+        'xyz="0.25 0 0"/><mass value="0.5"/><inertia ixx="0.001" iyy="0.01" izz="0.01" '
+        'ixy="0" ixz="0" iyz="0"/></inertial></link><joint name="yaw" type="revolute">'
+        '<parent link="base"/><child link="link"/><axis xyz="0 0 1"/><limit lower="-1.57" '
+        'upper="1.57" effort="5" velocity="10"/></joint></robot>'
+    )
+    env = Walker(1, model_file=arm, substeps=4, capture=False)
+    assert (
+        "joint 'yaw' has a limit spring of stiffness 10000 (limit_ke), stable only while "
+        "substep < 2 sqrt(inertia / ke) = 0.00406 s at the model's pose"
+    ) in env.instability_hint()  # the substep is 0.00417 s: a hit limit grows
