@@ -128,8 +128,35 @@ def test_a_urdf_robot_on_the_ground_with_a_fixed_root_is_warned_about(tmp_path):
 
     with pytest.warns(UserWarning, match="is a URDF, whose root link Newton fixes to the world"):
         Hopper(2, contacts=True, capture=False)
-    Free = type("Free", (Hopper,), {"model_file_options": lambda self: {"floating": True}})
+    import warp as wp
+
+    lifted = {"floating": True, "xform": wp.transform((0.0, 0.0, 1.0), wp.quat_identity())}
+    Free = type("Free", (Hopper,), {"model_file_options": lambda self: lifted})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert Free(2, contacts=True, capture=False).coordinates == 8  # free base 7 + hip 1
         Hopper(2, contacts=False, capture=False)  # no ground: an arm, say
+
+
+def test_the_shipped_robots_raise_none_of_the_newcomer_warnings():
+    import warnings
+
+    from pathgrad.env import build_learning_env, get_registered_learning_env_names
+
+    names = [name for name in get_registered_learning_env_names()
+             if name.startswith(("Newton", "DiffRL"))]  # fmt: skip
+    assert len(names) >= 8
+    for name in names:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            build_learning_env(name, num_envs=1, device="cpu")
+
+
+def test_a_body_with_mass_and_a_flat_inertia_is_warned_about(tmp_path):
+    flat = ARM.replace(
+        '<geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.035" mass="0.5"/>',
+        '<inertial pos="0 0 0" mass="0.5" diaginertia="-0.01 0.01 0.01"/>',
+    )
+    with pytest.warns(UserWarning, match="body 'forearm' has mass 0.5 but principal moments of "
+                      "inertia 0, 0.01, 0.01"):  # fmt: skip
+        arm(write(tmp_path, flat))

@@ -36,6 +36,7 @@ from pathgrad.envs.newton.model_checks import (
     check_masses,
     check_model_file,
     fixed_urdf_root,
+    flat_inertias,
     unread_motors,
 )
 from pathgrad.envs.newton.scene_checks import (
@@ -153,6 +154,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
             if value is not None:
                 values[:] = _per_dof(name, value, world.joint_dof_count)
         check_masses(world, world.body_label, world.joint_label)
+        flat = flat_inertias(world, world.body_label)
+        if flat is not None:
+            warnings.warn(f"{type(self).__name__}: {flat}", UserWarning, stacklevel=2)
         builder = newton.ModelBuilder(gravity=self.gravity)
         builder.replicate(world, int(num_envs))
         if contacts:

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import numpy as np
+
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
-           "check_masses", "fixed_urdf_root", "unread_motors"]  # fmt: skip
+           "check_masses", "fixed_urdf_root", "flat_inertias", "unread_motors"]  # fmt: skip
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
 MJCF_GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box",
@@ -168,3 +170,26 @@ def fixed_urdf_root(
         "where it was built. For a free base, return {'floating': True} from "
         "model_file_options(); for a fixed one, {'floating': False} (and this warning goes)."
     )
+
+
+def flat_inertias(world: Any, body_labels: Sequence[str]) -> str | None:
+    """A warning naming the first body with mass whose inertia has a principal moment <= 0.
+
+    Newton's importers turn a negative moment (``diaginertia="-0.01 ..."``) into 0
+    and its model into 1e-6 with a warning that names no body; a real body's
+    moments are all positive, and a zero one makes its rotation nearly weightless.
+    """
+    for body, (mass, inertia) in enumerate(zip(world.body_mass, world.body_inertia, strict=True)):
+        if float(mass) <= 0.0:
+            continue
+        moments = np.linalg.eigvalsh(np.asarray(inertia, dtype=np.float64).reshape(3, 3))
+        if moments.min() <= 1e-12:
+            shown = ", ".join(f"{moment:.3g}" for moment in moments)
+            return (
+                f"body '{_short(body_labels[body])}' has mass {float(mass):g} but principal "
+                f"moments of inertia {shown}: a moment of 0 (or a negative one in the file, "
+                "which the importer set to 0) leaves its rotation nearly weightless and its "
+                "gradients wrong. Give it a positive inertia (MJCF <inertial diaginertia>, URDF "
+                "<inertia>) or geoms with a density."
+            )
+    return None
