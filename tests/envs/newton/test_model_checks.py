@@ -3,6 +3,8 @@ at construction instead of building a wrong robot or stepping to NaN."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("newton")
@@ -160,3 +162,19 @@ def test_a_body_with_mass_and_a_flat_inertia_is_warned_about(tmp_path):
     with pytest.warns(UserWarning, match="body 'forearm' has mass 0.5 but principal moments of "
                       "inertia 0, 0.01, 0.01"):  # fmt: skip
         arm(write(tmp_path, flat))
+
+
+@pytest.mark.parametrize(
+    ("compiler", "span", "expected"),
+    [
+        ("", "-1.57 1.57", "joint 'elbow' has a range of -0.0274 to 0.0274 rad: this MJCF file "
+         "reads range in degrees"),
+        ('<compiler angle="radian"/>', "-90 90", "joint 'elbow' has limits -90 to 90 rad (-5157 "
+         "to 5157 degrees), beyond a turn: written in degrees?"),
+    ],
+)  # fmt: skip
+def test_hinge_limits_in_the_other_angle_unit_are_warned_about(tmp_path, compiler, span, expected):
+    text = ARM.replace('name="elbow" type="hinge"',
+                       f'name="elbow" type="hinge" range="{span}" limited="true"')  # fmt: skip
+    with pytest.warns(UserWarning, match=re.escape(expected)):
+        arm(write(tmp_path, text.replace("<worldbody>", f"{compiler}<worldbody>")))

@@ -37,6 +37,7 @@ from pathgrad.envs.newton.model_checks import (
     check_model_file,
     fixed_urdf_root,
     flat_inertias,
+    limit_units,
     unread_motors,
 )
 from pathgrad.envs.newton.scene_checks import (
@@ -154,9 +155,12 @@ class NewtonEnv(BatchedDifferentiableEnv):
             if value is not None:
                 values[:] = _per_dof(name, value, world.joint_dof_count)
         check_masses(world, world.body_label, world.joint_label)
-        flat = flat_inertias(world, world.body_label)
-        if flat is not None:
-            warnings.warn(f"{type(self).__name__}: {flat}", UserWarning, stacklevel=2)
+        for warning in (
+            flat_inertias(world, world.body_label),
+            limit_units(world, self.model_file),
+        ):
+            if warning is not None:
+                warnings.warn(f"{type(self).__name__}: {warning}", UserWarning, stacklevel=2)
         builder = newton.ModelBuilder(gravity=self.gravity)
         builder.replicate(world, int(num_envs))
         if contacts:

@@ -8,6 +8,7 @@ joint or body and what was expected, at construction.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from xml.etree import ElementTree
 import numpy as np
 
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
-           "check_masses", "fixed_urdf_root", "flat_inertias", "unread_motors"]  # fmt: skip
+           "check_masses", "fixed_urdf_root", "flat_inertias", "limit_units",
+           "unread_motors"]  # fmt: skip
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
 MJCF_GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box",
@@ -193,3 +195,49 @@ def flat_inertias(world: Any, body_labels: Sequence[str]) -> str | None:
                 "<inertia>) or geoms with a density."
             )
     return None
+
+
+def limit_units(world: Any, path: str | Path | None) -> str | None:
+    """A warning when a hinge's limits look written in the other angle unit.
+
+    Limits are radians in the model: beyond 2 pi (a URDF in degrees, or an MJCF
+    file with ``<compiler angle="radian"/>`` and degrees) they limit nothing;
+    an MJCF file without that compiler setting reads ``range`` in degrees, so a
+    range of radians becomes a sliver (below 0.1 rad) that freezes the joint.
+    """
+    import newton
+
+    degrees = _mjcf_in_degrees(path)
+    for joint, kind in enumerate(world.joint_type):
+        if int(kind) != int(newton.JointType.REVOLUTE):
+            continue
+        dof = int(world.joint_qd_start[joint])
+        lower, upper = float(world.joint_limit_lower[dof]), float(world.joint_limit_upper[dof])
+        if not (abs(lower) < 1e5 and abs(upper) < 1e5):
+            continue  # unlimited
+        name = _short(world.joint_label[joint])
+        if max(abs(lower), abs(upper)) > 2 * math.pi + 1e-6:
+            return (
+                f"joint '{name}' has limits {lower:g} to {upper:g} rad ({math.degrees(lower):.0f} "
+                f"to {math.degrees(upper):.0f} degrees), beyond a turn: written in degrees? URDF "
+                'limits are radians, and so is an MJCF range under <compiler angle="radian"/>.'
+            )
+        if degrees and 0.0 < upper - lower < 0.1:
+            return (
+                f"joint '{name}' has a range of {lower:.3g} to {upper:.3g} rad: this MJCF file "
+                "reads range in degrees (MJCF's default), so a range written in radians "
+                'becomes a sliver that freezes the joint. Add <compiler angle="radian"/> or '
+                "write degrees."
+            )
+    return None
+
+
+def _mjcf_in_degrees(path: str | Path | None) -> bool:
+    """Whether an MJCF file reads its angles in degrees (no ``<compiler angle="radian"/>``)."""
+    if path is None or Path(path).suffix.lower() not in (".xml", ".mjcf"):
+        return False
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (ElementTree.ParseError, OSError):
+        return False
+    return all(compiler.get("angle", "degree") != "radian" for compiler in root.iter("compiler"))
