@@ -178,3 +178,20 @@ def test_hinge_limits_in_the_other_angle_unit_are_warned_about(tmp_path, compile
                        f'name="elbow" type="hinge" range="{span}" limited="true"')  # fmt: skip
     with pytest.warns(UserWarning, match=re.escape(expected)):
         arm(write(tmp_path, text.replace("<worldbody>", f"{compiler}<worldbody>")))
+
+
+def test_a_missing_collision_mesh_file_is_named_with_where_it_was_looked_for(tmp_path):
+    urdf = """<robot name="r"><link name="a"><visual><geometry><mesh
+      filename="package://r/meshes/a.dae"/></geometry></visual><collision><geometry><mesh
+      filename="meshes/a.stl"/></geometry></collision></link></robot>"""
+    path = write(tmp_path, urdf, "robot.urdf")
+    with pytest.raises(ValueError) as raised:
+        check_model_file(path)
+    assert str(raised.value) == (
+        f"model_file '{path}': mesh file 'meshes/a.stl' does not exist (looked for "
+        f"'{tmp_path / 'meshes' / 'a.stl'}'); without it the shape is left out and its body has "
+        "no collision geometry."
+    )
+    (tmp_path / "meshes").mkdir()
+    (tmp_path / "meshes" / "a.stl").write_text("solid a\nendsolid a\n")
+    check_model_file(path)  # the package:// visual mesh is the importer's to find

@@ -52,6 +52,34 @@ def check_model_file(path: str | Path) -> None:
                 f"model_file '{path}': {where} has type {kind!r}; {'URDF' if urdf else 'MJCF'} "
                 f"{tag} types are {', '.join(allowed)}."
             )
+    _check_mesh_files(path, root, urdf=urdf)
+
+
+def _check_mesh_files(path: Path, root: ElementTree.Element, *, urdf: bool) -> None:
+    """Every collision mesh file a model names by a plain path exists (Newton would skip
+    the shape with a warning, leaving its body without collision geometry).
+
+    URDF ``<collision>``'s ``<mesh filename>`` is relative to the file; MJCF ``<mesh file>`` to the
+    file's folder joined with ``<compiler meshdir>`` (or ``assetdir``).
+    ``package://`` and other URIs are left to the importer.
+    """
+    if urdf:
+        folder = path.parent  # collision meshes: a missing visual one only draws nothing
+        files = [m.get("filename") for c in root.iter("collision") for m in c.iter("mesh")]
+    else:
+        compiler = next(root.iter("compiler"), None)
+        meshdir = None if compiler is None else compiler.get("meshdir", compiler.get("assetdir"))
+        folder = path.parent / (meshdir or "")
+        files = [m.get("file") for m in root.iter("mesh")]
+    for name in files:
+        if not name or "://" in name:
+            continue
+        if not (folder / name).is_file():
+            raise ValueError(
+                f"model_file '{path}': mesh file '{name}' does not exist (looked for "
+                f"'{folder / name}'); without it the shape is left out and its body has no "
+                "collision geometry."
+            )
 
 
 def _elements(root: ElementTree.Element, tag: str) -> list[tuple[ElementTree.Element, str]]:
