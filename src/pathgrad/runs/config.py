@@ -40,6 +40,7 @@ from pathgrad.runs.config_messages import did_you_mean, validation_message
 from pathgrad.runs.config_sections import (
     ENV_ARGUMENTS_OWNED_ELSEWHERE,
     TRAINER_FIELDS_OWNED_ELSEWHERE,
+    EnvSection,
     RunConfig,
     Section,
     default_experiment_name,
@@ -277,7 +278,11 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
                 message = "set by the env section or trainer.seed, not here."
                 raise ConfigError(f"{label}.{name}: {message}")
             if name not in parameters:
-                raise ConfigError(f"{label}.{name}: unknown key{did_you_mean(name, allowed)}")
+                hint = did_you_mean(name, allowed) or did_you_mean(
+                    name,
+                    [key for key in EnvSection.model_fields if key not in ("cfg", "train_cfg")],
+                ).replace(" '", " 'env.", 1)  # a key of the env section given in env.cfg
+                raise ConfigError(f"{label}.{name}: unknown key{hint}")
     hints = {}
     for owner in factory.__mro__ if inspect.isclass(factory) else (factory,):
         init = owner.__init__ if inspect.isclass(owner) else owner
