@@ -256,7 +256,7 @@ MALFORMED = [
     ("env:\n  dtype: float16\n", "env.dtype: input should be 'float32' or 'float64'"),
     ("env:\n  cfg:\n    dampng: 1.0\n", "env.cfg.dampng: unknown key (did you mean 'damping'?)"),
     ("env:\n  cfg:\n    dt: fast\n", "env.cfg.dt: input should be a valid number"),
-    ("env:\n  cfg:\n    num_env: 8\n", "env.cfg.num_env: unknown key (did you mean 'env.num_envs'?)"),
+    ("env:\n  cfg:\n    num_env: 8\n", "env.cfg.num_env: unknown key (did you mean 'env.num_envs'"),
     ("env:\n  cfg:\n    dt: -0.1\n", "env.cfg: dt must be positive"),
     ("env:\n  cfg:\n    seed: 3\n", "env.cfg.seed: set by the env section or trainer.seed"),
     ("algorithm:\n  name: ppo\n", "algorithm.name: Unknown algorithm 'ppo'"),
