@@ -93,7 +93,8 @@ def describe_skipped_update(
         if cause == "its policy gradient is not finite" and not callable(hint):
             cause += " though its rollout was finite"
             where = None
-            if update is not None and not trainer.data_parallel.active:
+            compiled = getattr(trainer, "compiled_update", None) is not None  # would recompile
+            if update is not None and not trainer.data_parallel.active and not compiled:
                 where = _locate_nan_gradient(trainer, snapshot, update)
             cause += f"; the first NaN gradient is that of {where}" if where else ""
             cause += f"; {_MASKED_BRANCH}"
