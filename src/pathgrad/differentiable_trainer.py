@@ -257,9 +257,11 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             except BaseException as error:
                 self.interrupts.abandon()
                 snapshot.restore(self)
-                if is_inplace_error(error) and not self.data_parallel.active:
-                    where = locate_inplace_write(update)  # replayed under anomaly detection
-                    snapshot.restore(self)
+                if is_inplace_error(error):
+                    where = None  # a replay under anomaly detection names the line
+                    if not self.data_parallel.active and self.compiled_update is None:
+                        where = locate_inplace_write(update)
+                        snapshot.restore(self)
                     raise EnvContractError(inplace_write_message(where)) from error
                 raise
             self.global_step += collected_steps * self.global_num_envs
