@@ -282,10 +282,14 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
                     "(trainer.max_consecutive_skipped_updates sets the limit, 0: none)."
                 )
         if self.skips.limit > 0 and self.skips.consecutive >= self.num_updates > 0:
+            which = (
+                "the run's one update was"
+                if self.num_updates == 1
+                else f"every one of the run's {self.num_updates} updates was"
+            )
             raise Diverged(
-                f"every one of the run's {self.num_updates} updates was skipped (non-finite or "
-                "excessive gradients), so the policy is still the initial one; the first "
-                "skipped update's warning names the cause."
+                f"{which} skipped (non-finite or excessive gradients), so the policy is still "
+                "the initial one; the first skipped update's warning names the cause."
             )
         self._final_evaluation()
         return self.get_summary()

@@ -111,6 +111,7 @@ def test_nonfinite_updates_are_skipped_or_raise_like_eager(tmp_path, monkeypatch
     ours = _whole_update_trainer(tmp_path / "skip")
     reward = ours.env._reward
     monkeypatch.setattr(ours.env, "_reward", lambda *args: reward(*args) * float("nan"))
+    ours.skips.limit = 0  # every update skipped on purpose: no divergence stop
     before = learning_state(ours)
     ours.train(total_updates=1)
     metrics = ours.last_train_metrics
@@ -134,6 +135,7 @@ def test_an_excessive_gradient_skips_the_update(tmp_path):
 
     cfg = APGCfg(optimizer={"name": "adam", "learning_rate": 1e-2}, max_grad_norm_before_clip=1e-9)
     ours = _whole_update_trainer(tmp_path, algorithm_cfg=cfg)
+    ours.skips.limit = 0  # every update skipped on purpose: no divergence stop
     ours.train(total_updates=2)
     assert ours.last_train_metrics["train/skipped_excessive_gradient"] == 1.0
     assert ours.last_train_metrics["train/grad_norm"] > 1e-9
