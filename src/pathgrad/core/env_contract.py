@@ -11,6 +11,7 @@ checks all of it.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "EnvContractError",
     "check_first_result",
     "check_reward_path",
+    "check_space_widths",
     "Problem",
     "action_dim",
     "env_dtype",
@@ -121,6 +123,21 @@ def env_dtype(env: Any) -> torch.dtype | None:
     if isinstance(dtype, torch.dtype):
         return dtype
     return _torch_dtype(getattr(getattr(env, "single_observation_space", None), "dtype", None))
+
+
+def check_space_widths(env: Any) -> None:
+    """``env.observation_dim`` (at least 1) and ``env.action_dim`` (at least 0) are integers.
+
+    Raises:
+        EnvContractError: Naming the class attribute and what it holds.
+    """
+    for name, least in (("observation_dim", 1), ("action_dim", 0)):
+        width = getattr(env, name, None)
+        if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < least:
+            raise EnvContractError(
+                f"{type(env).__name__}.{name} must be an integer of at least {least} (the "
+                f"width of one {name.removesuffix('_dim')}), got {width!r}."
+            )
 
 
 def observation_dim(env: Any) -> int | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -13,7 +12,7 @@ import numpy as np
 import torch
 from gymnasium.spaces import Box
 
-from pathgrad.core.env_contract import EnvContractError
+from pathgrad.core.env_contract import check_space_widths
 
 __all__ = [
     "BatchedDifferentiableEnv",
@@ -100,13 +99,7 @@ class BatchedDifferentiableEnv(ABC):
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         self.generator.manual_seed(int(seed))
-        for name, least in (("observation_dim", 1), ("action_dim", 0)):
-            width = getattr(self, name, None)
-            if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < least:
-                raise EnvContractError(
-                    f"{type(self).__name__}.{name} must be an integer of at least {least} (the "
-                    f"width of one {name.removesuffix('_dim')}), got {width!r}."
-                )
+        check_space_widths(self)
         np_dtype = np.float64 if self.dtype == torch.float64 else np.float32
         self.single_observation_space = Box(-np.inf, np.inf, (self.observation_dim,), np_dtype)
         self.single_action_space = Box(-1.0, 1.0, (self.action_dim,), np_dtype)

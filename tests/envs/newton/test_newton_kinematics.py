@@ -140,8 +140,11 @@ def test_armature_and_damping_reach_the_model_and_bad_values_are_named():
     for settings, message in [
         ({"armature": -0.1}, "armature must be finite and non-negative, got -0.1"),
         ({"joint_damping": [1.0, math.nan]}, "joint_damping must be finite and non-negative"),
-        ({"armature": [0.1, 0.1, 0.1]}, r"armature must be a scalar or 2 values \(one per DOF\)"),
-        ({"joint_damping": "high"}, "joint_damping must be a number or one per DOF, got 'high'"),
+        ({"armature": [0.1, 0.1, 0.1]}, r"armature must be a number or 2 values \(one per DOF\)"),
+        (
+            {"joint_damping": "high"},
+            r"joint_damping must be a number or 2 values \(one per DOF\), got 'high'",
+        ),
     ]:
         with pytest.raises(ValueError, match=message):
             Arm(1, **settings)

@@ -1,4 +1,5 @@
-"""What a Newton env's actions drive: the DOFs of the named joints, and their scale."""
+"""What a Newton env's actions drive: the DOFs of the named joints, their scale, and the
+parsing of any per-DOF setting (a number or one value per DOF)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import newton
 import numpy as np
 import torch
 
-__all__ = ["action_scales", "actuated_dofs"]
+__all__ = ["action_scales", "actuated_dofs", "values_per_dof"]
 
 
 def actuated_dofs(
@@ -72,23 +73,36 @@ def actuated_dofs(
     return dofs
 
 
+def values_per_dof(
+    name: str, value: Any, count: int, *, unit: str = "DOF", dtype: Any = np.float64
+) -> np.ndarray:
+    """``value`` (a number, or one per ``unit``) as ``count`` numbers (a number is broadcast).
+
+    Raises:
+        ValueError: For a non-number or a wrong length, naming ``name``.
+    """
+    expected = f"a number or {count} values (one per {unit})"
+    try:
+        values = np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {expected}, got {value!r}.") from None
+    if values.ndim > 1 or (values.ndim == 1 and values.shape[0] != count):
+        raise ValueError(f"{name} must be {expected}, got {value!r}.")
+    return np.broadcast_to(values, (count,))
+
+
 def action_scales(action_scale: Any, action_dim: int, device: torch.device) -> torch.Tensor:
     """``action_scale`` (a number or one per actuated DOF) as a ``[action_dim]`` tensor.
 
     Raises:
         ValueError: For a wrong length, a non-number, or a NaN, infinite or zero scale.
     """
-    expected = f"a number or {action_dim} values (one per actuated DOF)"
-    try:
-        scale = np.asarray(action_scale, dtype=np.float32)
-    except (TypeError, ValueError):
-        raise ValueError(f"action_scale must be {expected}, got {action_scale!r}.") from None
-    if scale.ndim > 1 or (scale.ndim == 1 and scale.shape[0] != action_dim):
-        raise ValueError(f"action_scale must be {expected}, got {action_scale!r}.")
+    scale = values_per_dof(
+        "action_scale", action_scale, action_dim, unit="actuated DOF", dtype=np.float32
+    )
     if not np.all(np.isfinite(scale) & (scale != 0.0)):
         raise ValueError(
             f"action_scale must be finite and non-zero (an action scaled by 0 moves nothing; "
             f"a negative scale reverses its DOF), got {action_scale!r}."
         )
-    scale = np.broadcast_to(scale, (action_dim,))
     return torch.tensor(scale.copy(), device=device)

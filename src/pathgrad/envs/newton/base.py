@@ -27,7 +27,7 @@ import torch
 
 from pathgrad.core.env_contract import EnvContractError
 from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
-from pathgrad.envs.newton.actuation import action_scales, actuated_dofs
+from pathgrad.envs.newton.actuation import action_scales, actuated_dofs, values_per_dof
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
@@ -439,15 +439,10 @@ class NewtonEnv(BatchedDifferentiableEnv):
 
 def _per_dof(name: str, value: float | Sequence[float], dofs: int) -> list[float]:
     """``value`` as one non-negative float per DOF (a scalar is broadcast)."""
-    try:
-        values = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or one per DOF, got {value!r}.") from None
-    if values.ndim > 1 or (values.ndim == 1 and values.shape[0] != dofs):
-        raise ValueError(f"{name} must be a scalar or {dofs} values (one per DOF), got {value!r}.")
+    values = values_per_dof(name, value, dofs)
     if not np.all(np.isfinite(values) & (values >= 0.0)):
         raise ValueError(f"{name} must be finite and non-negative, got {value!r}.")
-    return np.broadcast_to(values, (dofs,)).tolist()
+    return values.tolist()
 
 
 def check_positive_integers(**values: Any) -> None:

@@ -153,11 +153,8 @@ def unread_motors(path: str | Path | None, action_scale: Any) -> str | None:
     ``action x action_scale``. A file whose motors have gears other than 1,
     loaded with every scale at 1, most likely meant the gears.
     """
-    if path is None or Path(path).suffix.lower() not in (".xml", ".mjcf"):
-        return None
-    try:
-        root = ElementTree.parse(path).getroot()
-    except (ElementTree.ParseError, OSError):
+    root = _mjcf_root(path)
+    if root is None:
         return None
     motors = []
     for motor in root.iter("motor"):
@@ -262,10 +259,18 @@ def limit_units(world: Any, path: str | Path | None) -> str | None:
 
 def _mjcf_in_degrees(path: str | Path | None) -> bool:
     """Whether an MJCF file reads its angles in degrees (no ``<compiler angle="radian"/>``)."""
-    if path is None or Path(path).suffix.lower() not in (".xml", ".mjcf"):
-        return False
-    try:
-        root = ElementTree.parse(path).getroot()
-    except (ElementTree.ParseError, OSError):
+    root = _mjcf_root(path)
+    if root is None:
         return False
     return all(compiler.get("angle", "degree") != "radian" for compiler in root.iter("compiler"))
+
+
+def _mjcf_root(path: str | Path | None) -> ElementTree.Element | None:
+    """The root element of an MJCF file; ``None`` for another file or one that does not parse
+    (the importer names that)."""
+    if path is None or Path(path).suffix.lower() not in (".xml", ".mjcf"):
+        return None
+    try:
+        return ElementTree.parse(path).getroot()
+    except (ElementTree.ParseError, OSError):
+        return None
