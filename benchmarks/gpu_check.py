@@ -1,6 +1,7 @@
 """The prepared GPU check: pathgrad's CUDA paths tested and timed in one command.
 
-Writes ``OUT/gpu_check.json`` and ``OUT/gpu_check.md``:
+Writes ``OUT/gpu_check.json`` and ``OUT/gpu_check.md`` (and pytest's output,
+``OUT/cuda_tests.log``):
 
 1. the tests marked ``cuda`` (``tests/gpu``): captured Newton graphs against
    launching every kernel, CUDA against CPU rollouts and gradients (torch envs,
@@ -83,10 +84,12 @@ def cuda_tests(out: Path, budget: Budget) -> list[dict]:
                "-p", "no:cacheprovider", f"--junitxml={report}"]  # fmt: skip
     timeout = max(30.0, budget.left() - 120.0)  # leave time for the throughput tables
     try:
-        subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as error:
+        _save_log(out, error.stdout, error.stderr)
         message = f"timed out at {timeout:.0f} s"
         return [{"test": "tests/gpu", "outcome": "failed", "message": message}]
+    _save_log(out, done.stdout, done.stderr)
     if not report.is_file():
         return [{"test": "tests/gpu", "outcome": "failed", "message": "pytest wrote no report"}]
     rows = []
@@ -102,6 +105,12 @@ def cuda_tests(out: Path, budget: Budget) -> list[dict]:
         rows.append({"test": case.get("name"), "outcome": outcome, "message": message,
                      "seconds": round(float(case.get("time", 0.0)), 1)})  # fmt: skip
     return rows
+
+
+def _save_log(out: Path, stdout, stderr) -> None:
+    """pytest's whole output (the tracebacks the table's one-line messages cut)."""
+    texts = [t.decode() if isinstance(t, bytes) else (t or "") for t in (stdout, stderr)]
+    (out / "cuda_tests.log").write_text("\n".join(texts))
 
 
 def _trainer(config_file: Path, overrides: list[str], folder: Path):
@@ -127,11 +136,12 @@ def training_rate(trainer, timed_updates: int) -> dict:
             "warm_up_s": round(warm_up, 1), "compile_scope": trainer.compile_scope}  # fmt: skip
 
 
-def apg_throughput(sizes: dict, device: str, budget: Budget, dry: bool, folder: Path) -> list:
-    rows = []
-    for env in APG_CONFIGS:
-        for num_envs in sizes["apg_envs"]:
-            for mode in ("eager", "compiled"):
+def apg_throughput(sizes: dict, device: str, budget: Budget, dry: bool, folder: Path,
+                   rows: list, save) -> None:  # fmt: skip
+    """Every eager row first, then the compiled ones (each compiles for a minute or so)."""
+    for mode in ("eager", "compiled"):
+        for env in APG_CONFIGS:
+            for num_envs in sizes["apg_envs"]:
                 row = {"env": env, "num_envs": num_envs, "mode": mode}
                 rows.append(row)
                 if dry and mode == "compiled":
@@ -146,7 +156,7 @@ def apg_throughput(sizes: dict, device: str, budget: Budget, dry: bool, folder: 
                 row.update(_measure(lambda o=overrides, e=env, n=num_envs, m=mode: training_rate(
                     _trainer(ROOT / "configs" / APG_CONFIGS[e], o, folder / f"{e}-{n}-{m}"),
                     sizes["timed_updates"])))  # fmt: skip
-    return rows
+                save()
 
 
 def _measure(work) -> dict:
@@ -196,8 +206,8 @@ def ant_windows(num_envs: int, window: int, device: str) -> dict:
     return rates
 
 
-def ant_throughput(sizes: dict, device: str, budget: Budget, folder: Path) -> list:
-    rows = []
+def ant_throughput(sizes: dict, device: str, budget: Budget, folder: Path, rows: list,
+                   save) -> None:  # fmt: skip
     for num_envs in sizes["ant_envs"]:
         row = {"env": "DiffRLAnt", "num_envs": num_envs}
         rows.append(row)
@@ -205,6 +215,7 @@ def ant_throughput(sizes: dict, device: str, budget: Budget, folder: Path) -> li
             row["status"] = "skipped: time budget"
             continue
         row.update(_measure(lambda n=num_envs: ant_windows(n, sizes["window"], device)))
+        save()
         if row["status"] != "ok" or budget.left() < 40:
             continue
         overrides = [f"env.num_envs={num_envs}", f"env.device={device}",
@@ -215,7 +226,7 @@ def ant_throughput(sizes: dict, device: str, budget: Budget, folder: Path) -> li
         row["shac_env_steps_per_s"] = shac.get("env_steps_per_s")
         row["shac_status"] = shac["status"]
         row["shac_peak_torch_gib"] = shac.get("peak_torch_gib")
-    return rows
+        save()
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:
@@ -287,13 +298,21 @@ def main() -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.set_num_threads(1 if device == "cpu" else torch.get_num_threads())
     report = {"dry_run": dry, "machine": machine(), "device": device}
+    report["tests"], report["ant"], report["apg"] = [], [], []
+
+    def save() -> None:
+        """The report so far (a check stopped at its limit still leaves its rows)."""
+        report["seconds"] = round(time.monotonic() - began, 1)
+        (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.out / "gpu_check.md").write_text(markdown(report))
+
     report["tests"] = cuda_tests(args.out, budget)
+    save()
     with tempfile.TemporaryDirectory() as scratch:
-        report["apg"] = apg_throughput(sizes, device, budget, dry, Path(scratch))
-        report["ant"] = ant_throughput(sizes, device, budget, Path(scratch))
-    report["seconds"] = round(time.monotonic() - began, 1)
-    (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "gpu_check.md").write_text(markdown(report))
+        # The Ant first: its rows matter most, the compiled APG rows cost the most.
+        ant_throughput(sizes, device, budget, Path(scratch), report["ant"], save)
+        apg_throughput(sizes, device, budget, dry, Path(scratch), report["apg"], save)
+    save()
     print(markdown(report))
     failed = [r for r in report["tests"] if r["outcome"] == "failed"]
     failed += [r for r in report["apg"] + report["ant"] if r["status"].startswith("failed")]
