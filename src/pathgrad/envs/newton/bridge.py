@@ -49,6 +49,7 @@ __all__ = [
     "NewtonStep",
     "restore_external_forces",
     "run_captured",
+    "torch_ordered_stream",
 ]
 
 SOLVERS = ("featherstone", "semi_implicit")
@@ -94,6 +95,20 @@ def restore_external_forces(state: Any) -> None:
         device=state.body_f_ext.device,
         record_tape=False,
     )
+
+
+def torch_ordered_stream(device: Any) -> Any:
+    """The Warp stream whose work stays ordered with torch's on ``device`` (None on the CPU).
+
+    Torch's current stream, unless it is the legacy default stream (handle 0, torch's
+    default), on which CUDA cannot capture a graph ("Warp error: unknown stream"): then
+    Warp's own stream of the device, a blocking stream, which the legacy default stream
+    orders with (each waits for the other's earlier work).
+    """
+    if not device.is_cuda:
+        return None
+    current = torch.cuda.current_stream(device.alias)
+    return wp.stream_from_torch(current) if current.cuda_stream else wp.get_stream(device)
 
 
 def run_captured(
@@ -204,8 +219,7 @@ class NewtonSimulation:
             )
         self._tape: Any = None
         self._graphs: dict[str, Any] = {}
-        # On CUDA, Warp works on torch's current stream so the two stay ordered.
-        self._stream = wp.stream_from_torch(model.device.alias) if model.device.is_cuda else None
+        self._stream = torch_ordered_stream(model.device)
         # Torch views (flat) of the buffers torch reads and writes; x and v are the
         # carried coordinates (joint ones, or body ones for semi_implicit).
         self._x = [_view(self._position(state)).reshape(-1) for state in self._states]

@@ -18,7 +18,7 @@ import newton
 import torch
 import warp as wp
 
-from pathgrad.envs.newton.bridge import run_captured
+from pathgrad.envs.newton.bridge import run_captured, torch_ordered_stream
 
 __all__ = ["NewtonBodyPoses", "NewtonKinematics", "rotate"]
 
@@ -33,8 +33,7 @@ class NewtonKinematics:
 
     def __init__(self, model: Any, capture: bool = True) -> None:
         self.model, self.capture = model, bool(capture)
-        # On CUDA, Warp works on torch's current stream so the two stay ordered.
-        self.stream = wp.stream_from_torch(model.device.alias) if model.device.is_cuda else None
+        self.stream = torch_ordered_stream(model.device)
         self._state = state = model.state(requires_grad=True)
         self._joint_qd = wp.zeros_like(state.joint_qd)  # poses do not depend on velocities
         self._q = wp.to_torch(state.joint_q, requires_grad=False)
