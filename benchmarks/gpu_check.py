@@ -22,7 +22,6 @@ Run: ``python benchmarks/gpu_check.py OUT`` (on a GPU machine, after ``make venv
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -78,42 +77,80 @@ def machine() -> dict:
     return info
 
 
-def cuda_tests(out: Path, budget: Budget, reserve_s: float = 120.0) -> list[dict]:
-    """``pytest -m cuda tests/gpu``: one row per test (outcome and its message)."""
-    report = out / "cuda_tests.xml"
-    command = [sys.executable, "-m", "pytest", "-m", "cuda", str(ROOT / "tests" / "gpu"), "-q",
-               "-p", "no:cacheprovider", f"--junitxml={report}"]  # fmt: skip
-    if importlib.util.find_spec("pytest_timeout") is not None:
-        command.append("--timeout=60")  # a test that hangs fails with its stack; the rest run
-    timeout = max(30.0, budget.left() - reserve_s)  # leave time for the throughput tables
+def cuda_test_ids() -> list[str]:
+    """The ids of the tests marked ``cuda``, the Newton ones last (they compile the most)."""
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "cuda",
+               "-p", "no:cacheprovider", str(ROOT / "tests" / "gpu")]  # fmt: skip
+    listing = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    ids = [line.strip() for line in listing.stdout.splitlines() if "::" in line]
+    return sorted(ids, key=lambda test_id: "Newton" in test_id or "newton" in test_id)
+
+
+def cuda_tests(out: Path, budget: Budget, reserve_s: float, test_timeout_s: float,
+               rows: list, save) -> None:  # fmt: skip
+    """Each test marked ``cuda`` in a process of its own: one row per test.
+
+    A test that fails or hangs (in a kernel, a synchronisation) costs only its
+    own time: 15 s before its ``test_timeout_s`` are up, faulthandler writes
+    every thread's stack, and ``cuda_tests.log`` gets each test's whole output
+    as it ends (a check stopped at the limit of its machine keeps what ran).
+    """
+    log = out / "cuda_tests.log"
+    log.write_text("")
+    try:
+        ids = cuda_test_ids()
+    except subprocess.TimeoutExpired:
+        ids = []
+    if not ids:
+        rows.append({"test": "tests/gpu", "outcome": "failed", "message": "no tests collected"})
+        return
+    # Without CUDA every test skips itself: one process tells each outcome.
+    batches = [[test_id] for test_id in ids] if torch.cuda.is_available() else [ids]
+    for batch in batches:
+        if budget.left() - reserve_s < 20:
+            rows += [{"test": test_id.split("::", 1)[1], "outcome": "skipped",
+                      "message": "skipped: time budget"} for test_id in batch]  # fmt: skip
+            continue
+        rows += _run_tests(batch, out, log, min(test_timeout_s, budget.left() - reserve_s))
+        save()
+
+
+def _run_tests(ids: list[str], out: Path, log: Path, timeout: float) -> list[dict]:
+    """One pytest process for ``ids``: a row per test (a hang fails them all)."""
+    report = out / "cuda_test.xml"
+    report.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "pytest", *ids, "-q", "--tb=short", "-p", "no:cacheprovider",
+               f"--junitxml={report}",
+               f"--override-ini=faulthandler_timeout={max(5, int(timeout) - 15)}"]  # fmt: skip
+    began = time.monotonic()
     try:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        stdout, stderr, message = done.stdout, done.stderr, ""
+        if not report.is_file():
+            message = f"pytest exited {done.returncode} with no report"
     except subprocess.TimeoutExpired as error:
-        _save_log(out, error.stdout, error.stderr)
-        message = f"timed out at {timeout:.0f} s"
-        return [{"test": "tests/gpu", "outcome": "failed", "message": message}]
-    _save_log(out, done.stdout, done.stderr)
-    if not report.is_file():
-        return [{"test": "tests/gpu", "outcome": "failed", "message": "pytest wrote no report"}]
+        stdout, stderr = error.stdout, error.stderr
+        message = f"hung: killed at {timeout:.0f} s (stacks in cuda_tests.log)"
+    seconds = round(time.monotonic() - began, 1)
+    texts = [t.decode() if isinstance(t, bytes) else (t or "") for t in (stdout, stderr)]
+    with log.open("a") as file:
+        file.write(f"\n===== {' '.join(ids)} ({seconds} s)\n" + "\n".join(texts))
+    if message:
+        return [{"test": test_id.split("::", 1)[1], "outcome": "failed", "message": message,
+                 "seconds": seconds} for test_id in ids]  # fmt: skip
     rows = []
     for case in ElementTree.parse(report).iter("testcase"):
-        outcome, message = "passed", ""
+        row = {"test": case.get("name"), "outcome": "passed", "message": "",
+               "seconds": round(float(case.get("time", 0.0)), 1)}  # fmt: skip
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
-                outcome = "skipped" if child.tag == "skipped" else "failed"
-                message = (child.get("message") or child.text or "").strip().splitlines()[:1]
-                message = message[0][:300] if message else ""
-        if outcome == "skipped" and "no CUDA" in message:
-            message = "skipped: no CUDA"
-        rows.append({"test": case.get("name"), "outcome": outcome, "message": message,
-                     "seconds": round(float(case.get("time", 0.0)), 1)})  # fmt: skip
+                lines = (child.get("message") or child.text or "").strip().splitlines()[:1]
+                row["outcome"] = "skipped" if child.tag == "skipped" else "failed"
+                row["message"] = lines[0][:300] if lines else ""
+        if row["outcome"] == "skipped" and "no CUDA" in row["message"]:
+            row["message"] = "skipped: no CUDA"
+        rows.append(row)
     return rows
-
-
-def _save_log(out: Path, stdout, stderr) -> None:
-    """pytest's whole output (the tracebacks the table's one-line messages cut)."""
-    texts = [t.decode() if isinstance(t, bytes) else (t or "") for t in (stdout, stderr)]
-    (out / "cuda_tests.log").write_text("\n".join(texts))
 
 
 def _trainer(config_file: Path, overrides: list[str], folder: Path):
@@ -293,6 +330,7 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="small sizes; CPU where no CUDA")
     parser.add_argument("--budget-s", type=float, default=450.0, help="seconds for everything")
     parser.add_argument("--parts", default="tests,ant,apg", help="comma-separated parts to run")
+    parser.add_argument("--test-timeout-s", type=float, default=150.0, help="seconds per test")
     args = parser.parse_args()
     began = time.monotonic()
     budget = Budget(args.budget_s)
@@ -312,7 +350,8 @@ def main() -> int:
 
     parts = set(args.parts.split(","))
     if "tests" in parts:
-        report["tests"] = cuda_tests(args.out, budget, 120.0 if parts - {"tests"} else 10.0)
+        reserve = 120.0 if parts - {"tests"} else 10.0  # for the throughput tables
+        cuda_tests(args.out, budget, reserve, args.test_timeout_s, report["tests"], save)
         save()
     with tempfile.TemporaryDirectory() as scratch:
         # The Ant first: its rows matter most, the compiled APG rows cost the most.

@@ -307,3 +307,31 @@ def test_rollout_still_puts_evenly_spaced_frames_side_by_side(tmp_path):
         assert image.size == (24, 6)
         picked = [image.getpixel((4 + 8 * index, 3))[:3] for index in range(3)]
     assert picked == [colours[0], colours[2], colours[4]]
+
+
+def test_the_gpu_check_names_a_failing_and_a_hanging_test_and_keeps_their_output(tmp_path):
+    """Each test in a process of its own: a failure keeps its message, a hang is killed
+    with its stack in the log."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    tests = tmp_path / "test_cases.py"
+    tests.write_text(
+        "import time\n\n"
+        "def test_passes():\n    pass\n\n"
+        "def test_fails():\n    assert 1 == 2, 'the CUDA rollout differs'\n\n"
+        "def wait_in_a_kernel():\n    time.sleep(60)\n\n"
+        "def test_hangs():\n    wait_in_a_kernel()\n"
+    )
+    log = tmp_path / "cuda_tests.log"
+    cases = (("test_passes", 60), ("test_fails", 60), ("test_hangs", 21))
+    rows = [gpu_check._run_tests([f"{tests}::{name}"], tmp_path, log, timeout)[0]
+            for name, timeout in cases]  # fmt: skip
+    assert [row["outcome"] for row in rows] == ["passed", "failed", "failed"]
+    assert "the CUDA rollout differs" in rows[1]["message"]
+    assert rows[2]["message"] == "hung: killed at 21 s (stacks in cuda_tests.log)"
+    text = log.read_text()
+    assert "assert 1 == 2" in text  # the failure's traceback
+    assert "Timeout" in text and "wait_in_a_kernel" in text  # faulthandler's stack of the hang
