@@ -46,6 +46,7 @@ from pathgrad.runs.config_sections import (
     default_experiment_name,
 )
 from pathgrad.runs.config_sources import ConfigError, merge_layers, model_files_beside, read_yaml
+from pathgrad.runs.key_homes import env_parameters, key_home_hint
 from pathgrad.runs.reference_yaml import Translation, is_reference_document, translate
 
 __all__ = [
@@ -101,7 +102,7 @@ def _env_argument_names(name: str) -> set[str] | None:
         factory = get_learning_env_factory(name)
     except (ValueError, ImportError):
         return None
-    return set(_env_parameters(factory)) - ENV_ARGUMENTS_OWNED_ELSEWHERE
+    return set(env_parameters(factory)) - ENV_ARGUMENTS_OWNED_ELSEWHERE
 
 
 def default_document() -> dict[str, dict[str, Any]]:
@@ -118,7 +119,7 @@ def validate_config(data: dict[str, Any]) -> RunConfig:
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(validation_message(error, RunConfig)) from error
+        raise ConfigError(_with_home(validation_message(error, RunConfig), error, data)) from error
     trainer_config(config)
     algorithm_config(config)
     env_kwargs(config)
@@ -198,6 +199,14 @@ def _dataclass_model(cls: type, name: str) -> type[BaseModel]:
     return create_model(name, __base__=Section, **fields)
 
 
+def _with_home(message: str, error: ValidationError, data: dict[str, Any], prefix=()) -> str:
+    """``message`` with where an unknown key belongs, when no closer name was found."""
+    first = error.errors()[0]
+    if first["type"] != "extra_forbidden" or "did you mean" in message:
+        return message
+    return message + key_home_hint(data, (*prefix, *(str(part) for part in first["loc"])))
+
+
 def algorithm_config(config: RunConfig) -> Any:
     """The algorithm's config object (e.g. :class:`APGCfg`), on the env's device.
 
@@ -216,32 +225,14 @@ def algorithm_config(config: RunConfig) -> Any:
     try:
         model.model_validate(config.algorithm.cfg)
     except ValidationError as error:
-        raise ConfigError(validation_message(error, model, "algorithm.cfg")) from error
+        message = validation_message(error, model, "algorithm.cfg")
+        data = config.model_dump(mode="python")
+        raise ConfigError(_with_home(message, error, data, ("algorithm", "cfg"))) from error
     values = {"device": config.env.device, **config.algorithm.cfg}
     try:
         return cfg_type(**values)
     except (ValueError, TypeError) as error:
         raise ConfigError(f"algorithm.cfg: {error}") from error
-
-
-def _env_parameters(factory: Any) -> dict[str, inspect.Parameter]:
-    """Keyword parameters of an env factory, following ``**kwargs`` up the class tree."""
-    classes = factory.__mro__ if inspect.isclass(factory) else (factory,)
-    parameters: dict[str, inspect.Parameter] = {}
-    for owner in classes:
-        function = owner.__init__ if inspect.isclass(owner) else owner
-        if inspect.isclass(owner) and "__init__" not in owner.__dict__:
-            continue
-        signature = inspect.signature(function)
-        open_ended = False
-        for name, parameter in signature.parameters.items():
-            if parameter.kind is parameter.VAR_KEYWORD:
-                open_ended = True
-            elif name != "self" and parameter.kind is not parameter.VAR_POSITIONAL:
-                parameters.setdefault(name, parameter)
-        if not open_ended or owner is object:
-            break
-    return parameters
 
 
 def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
@@ -269,7 +260,7 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
             f"env.name: unknown env '{config.env.name}'{hint}"
             f"{env_module_hint(config.env.module)}; registered: {', '.join(names)}."
         ) from error
-    parameters = _env_parameters(factory)
+    parameters = env_parameters(factory)
     allowed = sorted(set(parameters) - ENV_ARGUMENTS_OWNED_ELSEWHERE)
     sections = {"env.cfg": config.env.cfg, "env.train_cfg": config.env.train_cfg}
     for label, section in sections.items():
@@ -278,10 +269,14 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
                 message = "set by the env section or trainer.seed, not here."
                 raise ConfigError(f"{label}.{name}: {message}")
             if name not in parameters:
-                hint = did_you_mean(name, allowed) or did_you_mean(
-                    name,
-                    [key for key in EnvSection.model_fields if key not in ("cfg", "train_cfg")],
-                ).replace(" '", " 'env.", 1)  # a key of the env section given in env.cfg
+                hint = (
+                    did_you_mean(name, allowed)
+                    or did_you_mean(
+                        name,
+                        [key for key in EnvSection.model_fields if key not in ("cfg", "train_cfg")],
+                    ).replace(" '", " 'env.", 1)  # a key of the env section given in env.cfg
+                    or key_home_hint(config.model_dump(mode="python"), ("env", "cfg", name))
+                )
                 raise ConfigError(f"{label}.{name}: unknown key{hint}")
     hints = {}
     for owner in factory.__mro__ if inspect.isclass(factory) else (factory,):

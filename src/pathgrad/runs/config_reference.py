@@ -20,8 +20,8 @@ from pathgrad.runs.config import (
     ENV_ARGUMENTS_OWNED_ELSEWHERE,
     TRAINER_FIELDS_OWNED_ELSEWHERE,
     RunConfig,
-    _env_parameters,
 )
+from pathgrad.runs.key_homes import env_parameters
 
 __all__ = ["reference_markdown"]
 
@@ -153,7 +153,7 @@ def _dataclass_rows(prefix: str, cls: type, instance: Any = None) -> list[str]:
 def _env_rows(env_name: str) -> list[str]:
     factory = get_learning_env_factory(env_name)
     rows = []
-    for name, parameter in _env_parameters(factory).items():
+    for name, parameter in env_parameters(factory).items():
         if name in ENV_ARGUMENTS_OWNED_ELSEWHERE or name == "num_envs":
             continue
         rows.append(

@@ -32,12 +32,12 @@ from pathgrad.policies import GaussianMLPPolicy, Policy
 from pathgrad.runs.config import (
     ConfigError,
     RunConfig,
-    _env_parameters,
     algorithm_config,
     dump_config,
     env_kwargs,
     trainer_config,
 )
+from pathgrad.runs.key_homes import env_parameters
 from pathgrad.squashed_normal import SquashedNormalPolicy
 
 __all__ = [
@@ -181,7 +181,7 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
     ``training``: the training envs, built with ``env.train_cfg`` over ``env.cfg``.
     """
     kwargs = env_kwargs(config, training=training)
-    accepted = _env_parameters(get_learning_env_factory(config.env.name))
+    accepted = env_parameters(get_learning_env_factory(config.env.name))
     if "dtype" in accepted:
         kwargs["dtype"] = config.env.dtype
     elif config.env.dtype != "float32":
