@@ -78,11 +78,36 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
             unknown env or algorithm.
     """
     data = read_yaml(Path(path)) if path is not None else {}
+    missing = []
     if path is not None:
         translation = reference_translation(data)  # the reference's format, mapped
         data = data if translation is None else translation.document
-        model_files_beside(data, Path(path).parent)
-    return validate_config(merge_layers(default_document(), data, overrides))
+        missing = model_files_beside(data, Path(path).parent)
+    config = validate_config(merge_layers(default_document(), data, overrides))
+    for section, value in missing:
+        if getattr(config.env, section).get("model_file") == value:  # not overridden
+            _check_model_file(config, section, value, Path(path).parent)
+    return config
+
+
+def _check_model_file(config: RunConfig, section: str, value: str, folder: Path) -> None:
+    """A config file's relative ``model_file`` found nowhere: one error naming every place.
+
+    The env looks in the working directory and beside its class's module; the
+    config file's folder was looked at first.
+    """
+    factory = get_learning_env_factory(config.env.name)
+    if not inspect.isclass(factory):  # a factory function: the env says where it looked
+        return
+    places = [Path.cwd() / value, folder.resolve() / value]
+    places.append(Path(inspect.getfile(factory)).resolve().parent / value)
+    if places[-1].is_file():
+        return
+    listed = ", ".join(f"'{place}'" for place in places)
+    raise ConfigError(
+        f"env.{section}.model_file: no file {value!r} in the working directory, beside the "
+        f"config file or beside {factory.__name__}'s module (looked at {listed})."
+    )
 
 
 def reference_translation(data: dict[str, Any]) -> Translation | None:

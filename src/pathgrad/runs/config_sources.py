@@ -187,13 +187,15 @@ def _first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def model_files_beside(data: dict[str, Any], folder: Path) -> None:
+def model_files_beside(data: dict[str, Any], folder: Path) -> list[tuple[str, str]]:
     """A relative ``model_file`` of a config file that lies beside it names that file.
 
     (Where the working directory has no such file; the run's ``config.yaml``
     then records the absolute path, so ``resume`` finds it from anywhere.)
+    Returns the ``(section, model_file)`` found in neither place.
     """
     env = data.get("env") if isinstance(data, dict) else None
+    missing = []
     for section in ("cfg", "train_cfg"):
         cfg = env.get(section) if isinstance(env, dict) else None
         value = cfg.get("model_file") if isinstance(cfg, dict) else None
@@ -201,3 +203,6 @@ def model_files_beside(data: dict[str, Any], folder: Path) -> None:
             beside = folder / value
             if beside.is_file():
                 cfg["model_file"] = str(beside.resolve())
+            else:
+                missing.append((section, value))
+    return missing

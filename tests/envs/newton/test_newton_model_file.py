@@ -94,10 +94,49 @@ def test_a_config_file_s_relative_model_file_lies_beside_it(tmp_path, monkeypatc
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     data = {"env": {"cfg": {"model_file": "arm.xml"}, "train_cfg": {"model_file": "x.xml"}}}
-    model_files_beside(data, tmp_path / "robot")  # as load_config does for robot/run.yaml
+    missing = model_files_beside(data, tmp_path / "robot")  # as load_config does
+    assert missing == [("train_cfg", "x.xml")]
     assert data["env"]["cfg"]["model_file"] == str(tmp_path / "robot" / "arm.xml")
     assert data["env"]["train_cfg"]["model_file"] == "x.xml"  # found nowhere: left as given
     (elsewhere / "arm.xml").write_text("<mujoco/>")  # the working directory's wins
     data = {"env": {"cfg": {"model_file": "arm.xml"}}}
     model_files_beside(data, tmp_path / "robot")
     assert data["env"]["cfg"]["model_file"] == "arm.xml"
+
+
+def test_a_config_file_s_model_file_found_nowhere_names_the_three_places(tmp_path, monkeypatch):
+    from pathgrad.runs.config import ConfigError, load_config
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "file_arm_env.py").write_text(textwrap.dedent("""
+        from pathgrad import register_learning_env
+        from pathgrad.envs.newton.base import NewtonEnv
+
+
+        @register_learning_env("FileArm")
+        class FileArm(NewtonEnv):  # only configured here, never built
+            pass
+    """))  # fmt: skip
+    monkeypatch.syspath_prepend(str(code))
+    (tmp_path / "robot").mkdir()
+    config_file = tmp_path / "robot" / "run.yaml"
+    config_file.write_text("env:\n  name: FileArm\n  module: file_arm_env\n"
+                           "  cfg:\n    model_file: arms/my_arm.xml\n")  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(ConfigError) as caught:
+        load_config(config_file)
+    places = [elsewhere, tmp_path / "robot", code]
+    assert str(caught.value) == (
+        "env.cfg.model_file: no file 'arms/my_arm.xml' in the working directory, beside the "
+        "config file or beside FileArm's module (looked at "
+        + ", ".join(f"'{place / 'arms/my_arm.xml'}'" for place in places)
+        + ")."
+    )
+    (code / "arms").mkdir()  # beside the class's module: the env finds it there
+    shutil.copy(ASSET, code / "arms" / "my_arm.xml")
+    assert load_config(config_file).env.cfg["model_file"] == "arms/my_arm.xml"
+    config = load_config(config_file, ["env.cfg.model_file=other.xml"])  # an override:
+    assert config.env.cfg["model_file"] == "other.xml"  # relative to here, the env's to check
