@@ -99,8 +99,11 @@ def _check_model_file(config: RunConfig, section: str, value: str, folder: Path)
     factory = get_learning_env_factory(config.env.name)
     if not inspect.isclass(factory):  # a factory function: the env says where it looked
         return
-    places = [Path.cwd() / value, folder.resolve() / value]
-    places.append(Path(inspect.getfile(factory)).resolve().parent / value)
+    try:
+        module_folder = Path(inspect.getfile(factory)).resolve().parent
+    except (TypeError, OSError):  # a class without a file (a notebook's): the env says
+        return
+    places = [Path.cwd() / value, folder.resolve() / value, module_folder / value]
     if places[-1].is_file():
         return
     listed = ", ".join(f"'{place}'" for place in places)
@@ -224,7 +227,9 @@ def _dataclass_model(cls: type, name: str) -> type[BaseModel]:
     return create_model(name, __base__=Section, **fields)
 
 
-def _with_home(message: str, error: ValidationError, data: dict[str, Any], prefix=()) -> str:
+def _with_home(
+    message: str, error: ValidationError, data: dict[str, Any], prefix: tuple[str, ...] = ()
+) -> str:
     """``message`` with where an unknown key belongs, when no closer name was found."""
     first = error.errors()[0]
     if first["type"] != "extra_forbidden" or "did you mean" in message:
