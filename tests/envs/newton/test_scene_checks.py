@@ -78,6 +78,36 @@ def test_a_free_joint_rotation_that_is_no_unit_quaternion_is_named(tmp_path):
     )
 
 
+def test_mujoco_s_identity_quaternion_is_warned_about_as_upside_down(tmp_path):
+    class MujocoOrder(Walker):
+        def __init__(self, *args, turn: float = 1.0, **kwargs):
+            self.turn = turn
+            super().__init__(*args, **kwargs)
+
+        def _sample_initial_state(self, num):
+            joint_q = torch.zeros(num, 8)
+            joint_q[:, 2] = 0.3
+            joint_q[:, 3] = self.turn  # w x y z's identity, read as x y z w
+            if self.turn != 1.0:
+                joint_q[:, 6] = (1 - self.turn**2) ** 0.5
+            return {"joint_q": joint_q, "joint_qd": torch.zeros(num, 7)}
+
+    path = tmp_path / "walker.xml"
+    path.write_text(TORSO.format(height=0.3, floor=""))
+    with pytest.warns(UserWarning) as caught:
+        MujocoOrder(2, model_file=path, capture=False)
+    (message,) = [str(w.message) for w in caught if "half a turn" in str(w.message)]
+    assert message == (
+        "MujocoOrder._sample_initial_state: free joint 'root' starts turned half a turn about x "
+        "in every row (joint_q[3:7] = 1, 0, 0, 0, x y z w): upside down. If that is MuJoCo's "
+        "identity (w x y z), Newton's is 0, 0, 0, 1."
+    )
+    with warnings.catch_warnings(record=True) as caught:  # a unit quaternion with w: quiet
+        warnings.simplefilter("always")
+        MujocoOrder(2, model_file=path, capture=False, turn=0.6)
+    assert not [w for w in caught if "half a turn" in str(w.message)]
+
+
 def test_a_free_joint_among_the_actuated_ones_is_warned_about(tmp_path):
     with pytest.warns(UserWarning, match="actuated joint 'root' is a free joint: its 6 actions"):
         env = walker(tmp_path, actuated_joints=["root", "hip"])

@@ -9,6 +9,7 @@ some other orientation. These name the body, the shape or the joint.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import newton
@@ -70,6 +71,9 @@ def check_free_joint_quaternions(
     """Each free joint's rotation (``joint_q[start + 3 : start + 7]``, x y z w) must be a unit
     quaternion in every row (``free_joints``: first coordinate and label of each).
 
+    Warns where every row is a half turn about x (1, 0, 0, 0): MuJoCo's identity
+    in its w x y z order.
+
     Raises:
         EnvContractError: Naming the joint, the row and the norm found.
     """
@@ -83,6 +87,16 @@ def check_free_joint_quaternions(
                 f"(joint_q[{start + 3}:{start + 7}], x y z w) of norm {float(norms[row]):.3g} in "
                 f"row {row}; it must be a unit quaternion (identity: 0, 0, 0, 1; note Newton's "
                 "order x y z w, not MuJoCo's w x y z)."
+            )
+        rotation = joint_q[:, start + 3 : start + 7].detach()
+        flipped = torch.zeros_like(rotation)
+        flipped[:, 0] = rotation[:, 0].sign()
+        if bool(rotation.abs()[:, 0].eq(1).all()) and bool(rotation.eq(flipped).all()):
+            warnings.warn(
+                f"{env_name}._sample_initial_state: free joint '{label}' starts turned half a "
+                f"turn about x in every row (joint_q[{start + 3}:{start + 7}] = 1, 0, 0, 0, x y z "
+                "w): upside down. If that is MuJoCo's identity (w x y z), Newton's is 0, 0, 0, 1.",
+                stacklevel=3,
             )
 
 
