@@ -193,6 +193,8 @@ def _save(
         "episode_statistics": trainer.episodes.state_dict(),
         "rng": _rng_state(trainer.algorithm.device),
         "env": _optional_state(trainer.env),
+        # Before the first rollout the envs are not reset yet: a resume resets them too.
+        "env_started": trainer.collector.observation is not None,
         "eval_env": _optional_state(trainer.eval_env) if trainer.eval_env is not None else None,
         **extra,
     }
@@ -277,7 +279,9 @@ def _load(
         and checkpoint.get("env") is not None
         and callable(getattr(trainer.env, "load_state_dict", None))
     )
-    if env_restored:
+    if env_restored and checkpoint.get("env_started", True) is False:
+        trainer.collector.clear_observation()  # saved before the first reset, as it will be
+    elif env_restored:
         trainer.collector.detach_state()
     else:
         trainer.collector.clear_observation()

@@ -13,7 +13,7 @@ from test_cli_faults import FAST, assert_usage_error, pathgrad, snapshot
 
 import pathgrad.checkpoint as checkpoint_module
 import pathgrad.runs.run as run_module
-from helpers import copy_run, train_run
+from helpers import copy_run, run_cli, train_run
 from pathgrad.checkpoint import read_checkpoint, read_index
 from pathgrad.cli import main
 
@@ -82,6 +82,25 @@ def test_a_run_stopped_before_its_first_save_starts_again(run_copy):
     assert "from the start (no checkpoint was saved before it stopped)" in result.stdout
     records = [json.loads(line) for line in (run_copy / "metrics.jsonl").read_text().splitlines()]
     assert [r["num_updates"] for r in records if r["kind"] == "train"] == [1, 2, 3]
+
+
+def test_a_checkpoint_saved_before_the_first_update_resumes_as_a_fresh_run(tmp_path):
+    """A run stopped before its first update (a signal, a budget of 0) saved its envs
+    unreset; the resume resets them as the fresh run does, and repeats it exactly."""
+    quiet = ["eval.frequency_steps=0", "env.num_envs=8", "--quiet"]
+    (tmp_path / "fresh").mkdir()
+    (tmp_path / "stopped").mkdir()
+    fresh = train_run(tmp_path / "fresh", "trainer.total_updates=3", *quiet)
+    stopped = train_run(tmp_path / "stopped", "trainer.total_updates=0", *quiet)
+    assert read_index(stopped / "checkpoints")[-1]["num_updates"] == 0
+    code, _, stderr = run_cli(["resume", str(stopped), "--total-updates", "3", "--quiet"])
+    assert code == 0, stderr
+
+    def losses(run_dir: Path) -> list[float]:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return [r["train/loss"] for r in map(json.loads, lines) if r["kind"] == "train"]
+
+    assert losses(stopped) == losses(fresh) and len(losses(fresh)) == 3
 
 
 def test_a_wrongly_typed_metrics_line_is_dropped_with_a_warning(run_copy):
