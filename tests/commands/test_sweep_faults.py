@@ -300,3 +300,20 @@ def test_what_a_cell_needs_is_read_from_its_run_directory(tmp_path):
     (run_dir / "metrics.jsonl").write_text("")
     with pytest.raises(UsageError, match="no config.yaml"):
         run_dir_state(run_dir)
+
+
+def test_a_sweep_budget_below_a_cell_s_work_is_refused_and_changes_nothing(tmp_path, capfd):
+    sweep_dir = tmp_path / "sweep"
+    args = ["train", "trainer.total_updates=2", "env.num_envs=8", "eval.frequency_steps=0",
+            "logging.tensorboard=false", "--sweep-dir", str(sweep_dir), "--quiet",
+            "--seeds", "0", "1"]  # fmt: skip
+    assert main(args) == 0
+    capfd.readouterr()
+    before = (sweep_dir / "sweep.json").read_text()
+    assert main(["resume", str(sweep_dir), "--total-updates", "1"]) == 2
+    refusal = ("--total-updates 1 is below the 2 updates sweep cell trainer.seed=0 (seed=0) "
+               "has done; give at least 2 (nothing was changed).")  # fmt: skip
+    one_line(capfd.readouterr().err, refusal)
+    assert (sweep_dir / "sweep.json").read_text() == before
+    assert main(["resume", str(sweep_dir), "--quiet"]) == 0  # still a finished sweep
+    assert {cell["state"] for cell in record(sweep_dir)["cells"]} == {"completed"}

@@ -160,10 +160,44 @@ def command_resume_sweep(args: argparse.Namespace, sweep_dir: Path) -> int:
                 f"the sweep's grid varies the budget ({', '.join(varied)}); one budget "
                 "for all would undo it: resume its runs one by one."
             )
+        _check_budget_covers_cells(sweep_dir, record, budget)
         record["budget"] = budget
     options = (("--rebuild-index", "rebuild_index"), ("--restart-scheduler", "restart_scheduler"))
     flags = tuple(flag for flag, name in options if getattr(args, name, False))
     return _finish(sweep_dir, record, quiet=args.quiet, threads=args.num_threads, flags=flags)
+
+
+def _check_budget_covers_cells(sweep_dir: Path, record: dict[str, Any], budget: dict) -> None:
+    """A budget below the work a cell has done is refused before anything is written
+    (as ``resume RUN`` refuses it), naming the cell."""
+    for cell in record["cells"]:
+        run_dir = sweep_dir / cell["run_dir"]
+        done = _work_done(run_dir)
+        for key, unit in (("total_updates", "updates"), ("total_timesteps", "env steps")):
+            option = "--" + key.replace("_", "-")
+            value, count = budget.get(key), done.get(key, 0)
+            if value is not None and value < count:
+                raise UsageError(
+                    f"{option} {value} is below the {count:,} {unit} sweep cell "
+                    f"{_cell_text(cell)} ({cell['run_dir']}) has done; give at least {count} "
+                    "(nothing was changed)."
+                )
+
+
+def _work_done(run_dir: Path) -> dict[str, int]:
+    """Updates and env steps of a cell's run: its summary's, or its last checkpoint's."""
+    from pathgrad.checkpoint import read_index
+
+    counts = []
+    summary = read_summary(run_dir) if run_dir.is_dir() else None
+    if summary:
+        counts.append((summary.get("num_updates"), summary.get("global_step")))
+    with contextlib.suppress(Exception):  # no index, or a malformed one: resume says so
+        entry = read_index(run_dir / "checkpoints")[-1]
+        counts.append((entry.get("num_updates"), entry.get("global_step")))
+    updates = [int(u) for u, _ in counts if isinstance(u, (int, float))]
+    steps = [int(g) for _, g in counts if isinstance(g, (int, float))]
+    return {"total_updates": max(updates, default=0), "total_timesteps": max(steps, default=0)}
 
 
 def _check_cell(cell: dict[str, Any], config: Any) -> None:
