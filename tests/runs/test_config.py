@@ -208,3 +208,13 @@ def test_train_cfg_reaches_the_training_envs_only(tmp_path):
         build_run(load_config(None, [
             "env.name=CartPoleSwingUp", "env.train_cfg.initial_angle_spread=4.0"
         ]), tmp_path)  # fmt: skip
+
+
+@pytest.mark.parametrize("later", [[], ["trainer.num_threads=1"]])
+def test_an_override_that_sets_a_section_to_a_value_is_refused(later):
+    """Also when a later override (``--num-threads``) would make it a mapping again."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ["trainer=3", *later])
+    assert (
+        str(caught.value) == "trainer: a section takes keys (trainer.KEY=VALUE), not the value '3'."
+    )

@@ -125,6 +125,12 @@ def merge_layers(
             document[section] = {**values, **given}
     merged: DictConfig = OmegaConf.create(document)
     for override in overrides:
+        key, _, text = override.partition("=")
+        if key.strip() in defaults and not isinstance(_parse_override(override)[key.strip()], dict):
+            raise ConfigError(  # a later override into it would make it a mapping again
+                f"{key.strip()}: a section takes keys ({key.strip()}.KEY=VALUE), not the value "
+                f"'{text}'."
+            )
         merged = _apply_override(merged, override)
     try:
         result = OmegaConf.to_container(merged, resolve=True)
