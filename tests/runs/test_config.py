@@ -218,3 +218,24 @@ def test_an_override_that_sets_a_section_to_a_value_is_refused(later):
     assert (
         str(caught.value) == "trainer: a section takes keys (trainer.KEY=VALUE), not the value '3'."
     )
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [("a: &a [*a]\n", "a"), ("trainer:\n  x: &x [1, {y: *x}]\n", "trainer.x")],
+)
+def test_a_yaml_value_that_contains_itself_is_one_line(tmp_path, text, key):
+    path = tmp_path / "loop.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"YAML error in '{path}': the value of '{key}' contains itself (an anchor '&' used by "
+        "an alias '*' inside its own value)."
+    )
+
+
+def test_an_alias_used_twice_is_no_loop(tmp_path):
+    path = tmp_path / "shared.yaml"
+    path.write_text("env: {num_envs: &n 8}\neval: {num_envs: *n}\n")
+    assert load_config(path).eval.num_envs == 8

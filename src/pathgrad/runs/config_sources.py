@@ -102,7 +102,29 @@ def read_yaml(path: Path) -> dict[str, Any]:
         )
     if not isinstance(data, dict):
         raise ConfigError(f"'{path}' must hold a mapping of sections, got {type(data).__name__}.")
+    cycle = _self_containing(data, [], {})
+    if cycle is not None:
+        raise ConfigError(
+            f"YAML error in '{path}': the value of '{cycle}' contains itself (an anchor '&' "
+            "used by an alias '*' inside its own value)."
+        )
     return data
+
+
+def _self_containing(value: Any, keys: list[str], open_values: dict[int, str]) -> str | None:
+    """The dotted key of the first mapping or list that contains itself; ``None`` if none."""
+    if not isinstance(value, (dict, list)):
+        return None
+    if id(value) in open_values:
+        return open_values[id(value)]
+    open_values[id(value)] = ".".join(keys) or "(the document)"
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        found = _self_containing(item, [*keys, str(key)], open_values)
+        if found is not None:
+            return found
+    del open_values[id(value)]
+    return None
 
 
 def merge_layers(
