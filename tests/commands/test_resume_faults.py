@@ -122,6 +122,30 @@ def test_a_wrongly_typed_metrics_line_is_dropped_with_a_warning(run_copy):
     assert [r["num_updates"] for r in records if r["kind"] == "train"] == list(range(1, 9))
 
 
+def test_a_cut_last_metrics_line_is_named_and_written_again_from_the_checkpoint(run_copy):
+    """The last line (update 6, which the final checkpoint holds) cut short: the resume
+    says so and writes it again from the checkpoint's metrics; nothing is lost."""
+    path = run_copy / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[-1])["num_updates"] == 6
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:25])  # a write stopped midway
+    result = pathgrad("resume", str(run_copy), "--total-updates", "8", "--quiet",
+                      cwd=run_copy.parent)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"pathgrad: warning: '{path}' line {len(lines)} is cut short (a write stopped midway); "
+        "the line is dropped",
+        f"pathgrad: warning: '{path}' had no train line for num_updates 6, the checkpoint's; "
+        "it is written again from the checkpoint",
+    ]
+    sixth = json.loads(path.read_text().splitlines()[5])
+    assert {k: v for k, v in sixth.items() if k != "time"} == {
+        k: v for k, v in json.loads(lines[-1]).items() if k != "time"
+    }
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["num_updates"] for r in records if r["kind"] == "train"] == list(range(1, 9))
+
+
 def test_unlisted_checkpoints_are_taken_in_and_then_pruned(run_copy):
     directory = run_copy / "checkpoints"
     entries = read_index(directory)

@@ -429,7 +429,11 @@ def _run_training(
                 metrics = MetricsLog(run_dir / METRICS_FILE)
                 if resume:
                     last_eval = trainer.last_eval_metrics.get("global_step")
-                    for warning in metrics.resume_at(trainer.num_updates, last_eval):
+                    lines = metrics.resume_at(
+                        trainer.num_updates, last_eval,
+                        trainer.last_train_metrics, trainer.last_eval_metrics,
+                    )  # fmt: skip
+                    for warning in lines:
                         print_warning(warning)
             budget = run_budget(config)
             unit = "updates" if "total_updates" in budget else "steps"

@@ -320,16 +320,25 @@ class MetricsLog:
         self.time_offset = 0.0
         self._start = time.time()
 
-    def resume_at(self, num_updates: int, last_eval_step: float | None) -> list[str]:
+    def resume_at(
+        self,
+        num_updates: int,
+        last_eval_step: float | None,
+        last_train: dict[str, Any] | None = None,
+        last_eval: dict[str, Any] | None = None,
+    ) -> list[str]:
         """Keep the lines of the work a checkpoint holds; continue the clock.
 
         Training lines up to update ``num_updates`` and evaluation lines up to
         ``last_eval_step`` (the checkpoint's last evaluation) stay; lines written
         after the checkpoint, a line cut by a crash and malformed lines are
-        dropped, since the resumed run writes them again.
+        dropped, since the resumed run writes them again. The checkpoint's own
+        last lines (``last_train``, ``last_eval``: its metrics), when the file
+        lost them, are written again from it: the resumed run will not.
 
         Returns:
-            One warning per malformed line dropped (naming the line).
+            One warning per malformed line dropped (naming the line) and per
+            line written again.
         """
         records, problems = (
             _parse_lines(self.path, strict=False) if self.path.is_file() else ([], [])
@@ -343,12 +352,28 @@ class MetricsLog:
                 else last_eval_step is not None and record.get("global_step", 0) <= last_eval_step
             )
         ]
+        notes = [f"{problem}; the line is dropped" for problem in problems]
+        clock = float(kept[-1].get("time") or 0.0) if kept else 0.0
+        for kind, metrics, counter, value in (
+            ("train", last_train, "num_updates", num_updates),
+            ("eval", last_eval, "global_step", last_eval_step),
+        ):
+            lost = (
+                metrics
+                and value
+                and metrics.get(counter) == value
+                and not any(r.get("kind") == kind and r.get(counter) == value for r in kept)
+            )
+            if lost:
+                kept.append({"kind": kind, "time": clock, **json_safe(metrics)})
+                notes.append(f"'{self.path}' had no {kind} line for {counter} {value:g}, the "
+                             "checkpoint's; it is written again from the checkpoint")  # fmt: skip
         if kept:
             self.time_offset = float(kept[-1].get("time") or 0.0)
         payload = "".join(json.dumps(record) + "\n" for record in kept).encode()
         atomic_write(self.path, lambda handle: handle.write(payload))
         self._start = time.time()
-        return [f"{problem}; the line is dropped" for problem in problems]
+        return notes
 
     def __call__(self, kind: str, entry: dict[str, float]) -> None:
         """Trainer callback: append one line."""
@@ -386,7 +411,7 @@ def _parse_lines(path: Path, *, strict: bool) -> tuple[list[dict[str, Any]], lis
     A line is malformed when it is not a JSON object or its ``num_updates``,
     ``global_step`` or ``time`` is not a number. With ``strict`` the first
     malformed line raises, except a last line cut short (a crash mid-write
-    leaves one), which is always dropped silently.
+    leaves one), which is dropped (with a note unless ``strict``).
     """
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     records, problems = [], []
@@ -401,8 +426,10 @@ def _parse_lines(path: Path, *, strict: bool) -> tuple[list[dict[str, Any]], lis
         if problem is None:
             records.append(record)
             continue
-        if record is None and number == len(lines):
-            continue  # cut short by a crash
+        if record is None and number == len(lines):  # cut short by a crash mid-write
+            if not strict:  # resume: said once, as it rewrites the file without it
+                problems.append(f"'{path}' line {number} is cut short (a write stopped midway)")
+            continue
         message = f"'{path}' line {number} {problem}"
         if strict:
             raise ValueError(f"{message}.")
