@@ -272,3 +272,18 @@ def test_an_emptied_config_yaml_is_refused_with_where_the_config_is_kept(run_cop
         result, "config.yaml' holds no sections", "each checkpoint holds the config it was trained"
     )
     assert unchanged(before, snapshot(run_copy))
+
+
+def test_a_damaged_provenance_file_is_kept_aside_not_overwritten(run_copy):
+    (run_copy / "provenance.json").write_text("garbage")
+    result = pathgrad("resume", str(run_copy), "--total-updates", "7", "--quiet",
+                      cwd=run_copy.parent)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (aside,) = run_copy.glob("provenance.json.corrupt-*")
+    assert aside.read_text() == "garbage"
+    assert result.stderr.splitlines() == [
+        f"pathgrad: warning: '{run_copy / 'provenance.json'}' could not be read "
+        f"(JSONDecodeError); it is kept as '{aside.name}' and a new one started"
+    ]
+    (entry,) = json.loads((run_copy / "provenance.json").read_text())["invocations"]
+    assert entry["command"] == "resume"

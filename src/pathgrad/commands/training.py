@@ -264,7 +264,10 @@ def command_resume(args: argparse.Namespace) -> int:
         if data_parallel.is_main:
             if overrides:
                 write_config(run_dir, config)
-            record_invocation(run_dir, _invocation("resume", args, overrides))
+            notes: list[str] = []
+            record_invocation(run_dir, _invocation("resume", args, overrides), notes)
+            for note in notes:
+                print_warning(note)
         if not args.quiet and data_parallel.is_main:
             origin = (
                 "the start (no checkpoint was saved before it stopped)"

@@ -67,15 +67,27 @@ def invocation(command: str, argv: Sequence[str], overrides: Sequence[str]) -> d
     }
 
 
-def record_invocation(run_dir: Path, entry: dict[str, Any]) -> Path:
-    """Append ``entry`` to the run's ``provenance.json`` (written atomically)."""
+def record_invocation(run_dir: Path, entry: dict[str, Any], notes: list[str] | None = None) -> Path:
+    """Append ``entry`` to the run's ``provenance.json`` (written atomically).
+
+    A file that cannot be read as a record is kept as
+    ``provenance.json.corrupt-<time>`` (said in ``notes``) and a new one started,
+    rather than stopping the run or losing what it held.
+    """
     path = Path(run_dir) / PROVENANCE_FILE
     entries: list[Any] = []
     if path.is_file():
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
-            entries = loaded.get("invocations", []) if isinstance(loaded, dict) else []
-        except (OSError, ValueError):
-            entries = []  # unreadable: start again rather than stop the run
+            entries = loaded["invocations"]
+            if not isinstance(entries, list):
+                raise ValueError("invocations is not a list")
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            aside = path.with_name(f"{PROVENANCE_FILE}.corrupt-{int(time.time())}")
+            path.replace(aside)
+            entries = []
+            if notes is not None:
+                notes.append(f"'{path}' could not be read ({type(error).__name__}); it is kept "
+                             f"as '{aside.name}' and a new one started")  # fmt: skip
     payload = json.dumps({"invocations": [*entries, entry]}, indent=2).encode()
     return atomic_write(path, lambda handle: handle.write(payload))
