@@ -13,7 +13,7 @@ from test_cli_faults import FAST, assert_usage_error, pathgrad, snapshot
 
 import pathgrad.checkpoint as checkpoint_module
 import pathgrad.runs.run as run_module
-from helpers import copy_run, run_cli, train_run
+from helpers import ROOT, copy_run, run_cli, train_run
 from pathgrad.checkpoint import read_checkpoint, read_index
 from pathgrad.cli import main
 
@@ -287,3 +287,17 @@ def test_a_damaged_provenance_file_is_kept_aside_not_overwritten(run_copy):
     ]
     (entry,) = json.loads((run_copy / "provenance.json").read_text())["invocations"]
     assert entry["command"] == "resume"
+
+
+def test_another_task_s_checkpoint_is_named_as_such(run_copy, tmp_path):
+    (tmp_path / "other").mkdir()
+    other = train_run(tmp_path / "other", str(ROOT / "configs" / "pendulum.yaml"),
+                      "trainer.total_updates=1", "env.num_envs=8", "eval.frequency_steps=0",
+                      "--quiet")  # fmt: skip
+    (foreign,) = (other / "checkpoints").glob("*final*.pt")
+    before = snapshot(run_copy)
+    result = pathgrad("resume", str(run_copy), "--checkpoint", str(foreign), cwd=run_copy.parent)
+    assert_usage_error(result, f"{foreign} was trained with env.name Pendulum, but "
+                       f"{run_copy / 'config.yaml'} has PointMass: the checkpoint is another "
+                       "run's, or the file was edited; nothing was changed.")  # fmt: skip
+    assert unchanged(before, snapshot(run_copy))

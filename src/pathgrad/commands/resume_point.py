@@ -117,10 +117,22 @@ def check_config_unedited(run_dir: Path, config: Any, checkpoint: Path) -> None:
         return  # the load that follows names the problem
     if not isinstance(recorded, dict):
         return
-    edits = config_edits(recorded, config.model_dump(mode="python"))
+    current = config.model_dump(mode="python")
+    config_file = run_dir / "config.yaml"
+    for section in ("env", "algorithm"):
+        theirs = recorded.get(section)
+        theirs = theirs.get("name") if isinstance(theirs, dict) else None
+        ours = current[section]["name"]
+        if theirs is not None and theirs != ours:
+            raise UsageError(
+                f"{checkpoint} was trained with {section}.name {theirs}, but {config_file} has "
+                f"{ours}: the checkpoint is another run's, or the file was edited; nothing was "
+                "changed. Resume the run the checkpoint belongs to, give one of this run's with "
+                "--checkpoint, or undo the edit."
+            )
+    edits = config_edits(recorded, current)
     if not edits:
         return
-    config_file = run_dir / "config.yaml"
     raise UsageError(
         f"{config_file} differs from the config {checkpoint.name} was trained with "
         f"({describe_edits(edits)}); a resume continues the saved run exactly and cannot "
