@@ -66,6 +66,11 @@ def test_missing_truncated_foreign_and_other_schema_files_are_clear_errors(tmp_p
     path = Path(trainer.save_checkpoint())
     with pytest.raises(FileNotFoundError, match="does not exist"):
         read_checkpoint(tmp_path / "nope.pt")
+    with pytest.raises(FileNotFoundError, match="is a directory, not a checkpoint file"):
+        read_checkpoint(tmp_path)
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ValueError, match="not the zip archive torch.save writes"):
+        read_checkpoint(tmp_path / "notes.txt")
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(ValueError, match="is not a readable pathgrad checkpoint"):

@@ -14,6 +14,7 @@ import io
 import pickle
 import time
 import warnings
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,10 +81,17 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             an unknown schema version.
     """
     path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(f"Checkpoint '{path}' is a directory, not a checkpoint file.")
     if not path.is_file():
         raise FileNotFoundError(f"Checkpoint '{path}' does not exist.")
     if path.stat().st_size == 0:
         raise ValueError(f"'{path}' is empty, not a pathgrad checkpoint.")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip: say so, not the loader's KeyError
+        raise ValueError(
+            f"'{path}' is not a readable pathgrad checkpoint (truncated, corrupted or foreign "
+            "file): not the zip archive torch.save writes."
+        )
     try:
         with warnings.catch_warnings():  # torch's warnings about foreign pickles: ours says it
             warnings.simplefilter("ignore")

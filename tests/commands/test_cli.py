@@ -343,7 +343,8 @@ def test_malformed_configs_exit_2_naming_the_key_and_write_nothing(tmp_path):
         (["train", "trainer.seed"], "cannot read config file 'trainer.seed'"),
         (["train", "trainer.segment_length=0"], "trainer: segment_length must be positive."),
         (["train", "trainer..seed=1"], "override 'trainer..seed=1' must look like"),
-        (["resume", "nowhere"], "'nowhere' is not a run directory"),
+        (["resume", "nowhere"], "'nowhere' does not exist."),
+        (["plot", "nowhere"], "'nowhere' does not exist."),
         (["eval", "nothing.pt"], "Checkpoint 'nothing.pt' does not exist."),
     ],
 )
@@ -351,6 +352,24 @@ def test_command_line_errors_exit_2(tmp_path, args, expected):
     code, _, stderr = run_cli(args, cwd=tmp_path)
     assert code == 2 and expected in stderr, stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["resume", "notes.txt"], "'notes.txt' is a file, not a run directory."),
+        (["resume", "folder"], "'folder' is not a run directory (no config.yaml)."),
+        (["eval", "notes.txt"], "'notes.txt' is not a readable pathgrad checkpoint (truncated, "
+         "corrupted or foreign file): not the zip archive torch.save writes."),
+        (["eval", "folder/x.pt"], "'folder/x.pt' is not a run directory (no config.yaml, no "
+         "checkpoints/); give a run directory or a checkpoint file."),
+    ],
+)  # fmt: skip
+def test_a_path_of_the_wrong_kind_is_named_as_such(tmp_path, args, expected):
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "folder" / "x.pt").mkdir(parents=True)
+    code, _, stderr = run_cli(args, cwd=tmp_path)
+    assert code == 2 and stderr.strip() == f"pathgrad: error: {expected}", stderr
 
 
 def test_wandb_offline_logging_and_a_clear_error_without_wandb(tmp_path):

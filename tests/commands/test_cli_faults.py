@@ -101,6 +101,8 @@ def test_bad_checkpoint_files_are_one_line_errors(trained, tmp_path):
     torch.save({**checkpoint, "config": {**checkpoint["config"], "env": {"num_envs": -1}}}, invalid)
     assert_usage_error(pathgrad("eval", str(invalid), cwd=tmp_path),
                        "carries an invalid run config", "env.num_envs")  # fmt: skip
+    assert_usage_error(pathgrad("eval", str(final), "--device", "nope", cwd=tmp_path),
+                       "--device: 'nope' is not a torch device")  # fmt: skip
     policy = dict(checkpoint["config"]["policy"], hidden_sizes=[32])
     mismatched = tmp_path / "mismatched.pt"
     torch.save({**checkpoint, "config": {**checkpoint["config"], "policy": policy}}, mismatched)

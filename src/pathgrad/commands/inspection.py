@@ -119,6 +119,8 @@ def load_for_evaluation(
         data["env"]["device"] = device
     elif device_problem(str(data["env"].get("device", "cpu"))) is not None:
         data["env"]["device"] = "cpu"
+    if device is not None and device_problem(device) is not None:
+        raise UsageError(f"--device: {device_problem(device)}")
     try:
         config = validate_config(data)
     except ConfigError as error:

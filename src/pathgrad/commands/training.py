@@ -236,7 +236,14 @@ def command_resume(args: argparse.Namespace) -> int:
 
         return command_resume_sweep(args, run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
-        raise UsageError(f"'{run_dir}' is not a run directory (no {CONFIG_FILE}).")
+        what = (
+            "does not exist"
+            if not run_dir.exists()
+            else "is a file, not a run directory"
+            if not run_dir.is_dir()
+            else f"is not a run directory (no {CONFIG_FILE})"
+        )
+        raise UsageError(f"'{run_dir}' {what}.")
     saved = load_config(run_dir / CONFIG_FILE)
     overrides = _budget_overrides(args) + _thread_overrides(args) + _device_overrides(args)
     config = load_config(run_dir / CONFIG_FILE, overrides) if overrides else saved

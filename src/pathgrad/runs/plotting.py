@@ -100,6 +100,8 @@ def learning_curve_figure(
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
     records = {}
     for run_dir in run_dirs:
+        if not run_dir.exists():
+            raise FileNotFoundError(f"'{run_dir}' does not exist.")
         records[run_dir] = read_metrics(run_dir)
         if not records[run_dir]:
             raise FileNotFoundError(f"'{run_dir}' has no metrics.jsonl to plot.")
