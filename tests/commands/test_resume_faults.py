@@ -301,3 +301,16 @@ def test_another_task_s_checkpoint_is_named_as_such(run_copy, tmp_path):
                        f"{run_copy / 'config.yaml'} has PointMass: the checkpoint is another "
                        "run's, or the file was edited; nothing was changed.")  # fmt: skip
     assert unchanged(before, snapshot(run_copy))
+
+
+def test_an_unreadable_latest_checkpoint_names_the_newest_readable_one(run_copy):
+    directory = run_copy / "checkpoints"
+    latest = directory / read_index(directory)[-1]["file"]
+    damage(latest, "truncated")
+    before = snapshot(run_copy)
+    result = pathgrad("resume", str(run_copy), "--total-updates", "8", cwd=run_copy.parent)
+    earlier = directory / read_index(directory)[-2]["file"]
+    advice = (f"The newest readable checkpoint is '{earlier.name}' (update 6): "
+              f"`pathgrad resume {run_copy} --checkpoint {earlier}` continues from it")  # fmt: skip
+    assert_usage_error(result, f"'{latest}' is not a readable pathgrad checkpoint", advice)
+    assert unchanged(before, snapshot(run_copy))

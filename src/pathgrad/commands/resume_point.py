@@ -80,6 +80,7 @@ def choose_resume_point(
     merged = sorted([*entries, *readable], key=lambda item: float(item.get("time") or 0.0))
     existing = [entry for entry in merged if (directory / entry["file"]).is_file()]
     if existing:
+        _check_latest_readable(run_dir, [directory / entry["file"] for entry in existing])
         changed = bool(readable) or rebuild or not has_index
         return ResumePoint(
             directory / existing[-1]["file"], merged if changed else None, rebuild, notes
@@ -103,6 +104,26 @@ def choose_resume_point(
             f"with `pathgrad train {run_dir / 'config.yaml'}`."
         )
     return ResumePoint(None, [] if rebuild else None, rebuild)
+
+
+def _check_latest_readable(run_dir: Path, paths: list[Path]) -> None:
+    """The latest checkpoint unreadable: refuse, naming the newest one that reads."""
+    try:
+        read_checkpoint(paths[-1])
+        return
+    except (ValueError, OSError) as error:
+        problem = str(error)
+    for earlier in reversed(paths[:-1]):
+        try:
+            updates = read_checkpoint(earlier).get("num_updates")
+        except (ValueError, OSError):
+            continue
+        raise UsageError(
+            f"{problem} Nothing was changed. The newest readable checkpoint is '{earlier.name}' "
+            f"(update {updates}): `pathgrad resume {run_dir} --checkpoint {earlier}` continues "
+            "from it, or restore a good copy of the latest."
+        )
+    raise UsageError(f"{problem} Nothing was changed; no earlier checkpoint reads either.")
 
 
 def check_config_unedited(run_dir: Path, config: Any, checkpoint: Path) -> None:
