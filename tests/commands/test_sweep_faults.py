@@ -317,3 +317,6 @@ def test_a_sweep_budget_below_a_cell_s_work_is_refused_and_changes_nothing(tmp_p
     assert (sweep_dir / "sweep.json").read_text() == before
     assert main(["resume", str(sweep_dir), "--quiet"]) == 0  # still a finished sweep
     assert {cell["state"] for cell in record(sweep_dir)["cells"]} == {"completed"}
+    capfd.readouterr()
+    assert main(["plot", str(sweep_dir)]) == 2  # the folder, not its runs: said how
+    one_line(capfd.readouterr().err, f"`pathgrad plot {sweep_dir}/* --aggregate median`")

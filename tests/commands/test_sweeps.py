@@ -27,9 +27,13 @@ def test_combinations_are_the_grid_times_the_seeds():
         ["a.b=1", "c=x", "trainer.seed=0"], ["a.b=1", "c=x", "trainer.seed=1"],
         ["a.b=2", "c=x", "trainer.seed=0"], ["a.b=2", "c=x", "trainer.seed=1"],
     ]  # fmt: skip
-    for bad in ("a.b", "=1,2", "a.b="):
+    for bad in ("a.b", "=1,2", "a.b=", "a.b=0.9,,0.95", "a.b=1,"):
         with pytest.raises(UsageError, match="expected KEY=VALUE1,VALUE2"):
             sweep_combinations(None, [bad])
+    with pytest.raises(UsageError, match=r"^--grid a.b: 0.9 given twice \(one run each\).$"):
+        sweep_combinations(None, ["a.b=0.9,0.9"])
+    with pytest.raises(UsageError, match=r"^--seeds: 0 given twice \(one run each\).$"):
+        sweep_combinations([0, 1, 0], [])
 
 
 def test_seed_band_median_and_mean():

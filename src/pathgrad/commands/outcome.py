@@ -129,7 +129,8 @@ def print_outcome(
     if compiled is not None and compiled.first_update_seconds is not None:
         print(f"first compiled update: {compiled.first_update_seconds:.1f} s (compile included)")
     print(f"run:        {run_dir}")
-    print(f"checkpoint: {final or trainer.latest_checkpoint_path}")
+    if final or trainer.latest_checkpoint_path:
+        print(f"checkpoint: {final or trainer.latest_checkpoint_path}")
     if curve is not None:
         print(f"curve:      {curve}")
     if tensorboard:

@@ -70,14 +70,20 @@ def sweep_combinations(seeds: list[int] | None, grid: list[str]) -> list[list[st
     axes, keys = [], set()
     for entry in grid:
         key, separator, values = entry.partition("=")
-        choices = [value for value in values.split(",") if value != ""]
-        if not separator or not key or not choices:
-            raise UsageError(f"--grid {entry!r}: expected KEY=VALUE1,VALUE2,...")
+        choices = values.split(",")
+        if not separator or not key or not values or "" in choices:
+            raise UsageError(f"--grid {entry!r}: expected KEY=VALUE1,VALUE2,... (no empty value)")
+        repeated = sorted({value for value in choices if choices.count(value) > 1})
+        if repeated:
+            raise UsageError(f"--grid {key}: {', '.join(repeated)} given twice (one run each).")
         if key in keys:
             raise UsageError(f"--grid {key} is given twice; give its values once: KEY=V1,V2,...")
         keys.add(key)
         axes.append([f"{key}={value}" for value in choices])
     if seeds:
+        twice = ", ".join(str(seed) for seed in sorted({s for s in seeds if seeds.count(s) > 1}))
+        if twice:
+            raise UsageError(f"--seeds: {twice} given twice (one run each).")
         axes.append([f"trainer.seed={seed}" for seed in seeds])
     return [list(combination) for combination in itertools.product(*axes)]
 

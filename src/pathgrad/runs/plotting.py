@@ -104,7 +104,9 @@ def learning_curve_figure(
             raise FileNotFoundError(f"'{run_dir}' does not exist.")
         records[run_dir] = read_metrics(run_dir)
         if not records[run_dir]:
-            raise FileNotFoundError(f"'{run_dir}' has no metrics.jsonl to plot.")
+            hint = (f" (a sweep: plot its runs, `pathgrad plot {run_dir}/* --aggregate median`)"
+                    if (run_dir / "sweep.json").is_file() else "")  # fmt: skip
+            raise FileNotFoundError(f"'{run_dir}' has no metrics.jsonl to plot{hint}.")
     panels = [
         panel
         for panel in PANELS
