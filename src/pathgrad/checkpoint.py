@@ -87,11 +87,6 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"Checkpoint '{path}' does not exist.")
     if path.stat().st_size == 0:
         raise ValueError(f"'{path}' is empty, not a pathgrad checkpoint.")
-    if not zipfile.is_zipfile(path):  # torch.save writes a zip: say so, not the loader's KeyError
-        raise ValueError(
-            f"'{path}' is not a readable pathgrad checkpoint (truncated, corrupted or foreign "
-            "file): not the zip archive torch.save writes."
-        )
     try:
         with warnings.catch_warnings():  # torch's warnings about foreign pickles: ours says it
             warnings.simplefilter("ignore")
@@ -110,9 +105,12 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         ) from error
     except Exception as error:  # noqa: BLE001 - any unreadable file gets one message
         detail = (str(error).strip().splitlines() or [""])[0].split(". ")[0]  # first sentence
+        reason = f"{type(error).__name__}{': ' + detail if detail else ''}"
+        if not zipfile.is_zipfile(path):  # torch's KeyError or IndexError would say nothing
+            reason = "not the zip archive torch.save writes."
         raise ValueError(
             f"'{path}' is not a readable pathgrad checkpoint (truncated, corrupted or "
-            f"foreign file): {type(error).__name__}{': ' + detail if detail else ''}"
+            f"foreign file): {reason}"
         ) from error
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"'{path}' is not a pathgrad checkpoint (no '{CHECKPOINT_FORMAT}' tag).")

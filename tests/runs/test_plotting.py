@@ -88,7 +88,10 @@ def test_a_cut_last_line_is_skipped_and_a_bad_line_named(tmp_path):
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match="line 4 is not a JSON object"):
         plot_runs([run], tmp_path / "out.png")
-    with pytest.raises(FileNotFoundError, match="has no metrics.jsonl"):
+    with pytest.raises(FileNotFoundError, match="'.*nowhere' does not exist"):
+        plot_runs([tmp_path / "nowhere"], tmp_path / "out.png")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="'.*empty' has no metrics.jsonl to plot.$"):
         plot_runs([tmp_path / "empty"], tmp_path / "out.png")
 
 
