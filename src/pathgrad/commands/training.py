@@ -438,12 +438,8 @@ def _run_training(
                 trainer.writer = writer
                 metrics = MetricsLog(run_dir / METRICS_FILE)
                 if resume:
-                    last_eval = trainer.last_eval_metrics.get("global_step")
-                    lines = metrics.resume_at(
-                        trainer.num_updates, last_eval,
-                        trainer.last_train_metrics, trainer.last_eval_metrics,
-                    )  # fmt: skip
-                    for warning in lines:
+                    last = (trainer.last_train_metrics, trainer.last_eval_metrics)
+                    for warning in metrics.resume_at(trainer.num_updates, *last):
                         print_warning(warning)
             budget = run_budget(config)
             unit = "updates" if "total_updates" in budget else "steps"

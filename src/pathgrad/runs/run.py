@@ -323,23 +323,24 @@ class MetricsLog:
     def resume_at(
         self,
         num_updates: int,
-        last_eval_step: float | None,
         last_train: dict[str, Any] | None = None,
         last_eval: dict[str, Any] | None = None,
     ) -> list[str]:
         """Keep the lines of the work a checkpoint holds; continue the clock.
 
         Training lines up to update ``num_updates`` and evaluation lines up to
-        ``last_eval_step`` (the checkpoint's last evaluation) stay; lines written
-        after the checkpoint, a line cut by a crash and malformed lines are
-        dropped, since the resumed run writes them again. The checkpoint's own
-        last lines (``last_train``, ``last_eval``: its metrics), when the file
-        lost them, are written again from it: the resumed run will not.
+        the checkpoint's last evaluation (``last_eval``'s ``global_step``) stay;
+        lines written after the checkpoint, a line cut by a crash and malformed
+        lines are dropped, since the resumed run writes them again. The
+        checkpoint's own last lines (``last_train``, ``last_eval``: its
+        metrics), when the file lost them, are written again from it: the
+        resumed run will not.
 
         Returns:
             One warning per malformed line dropped (naming the line) and per
             line written again.
         """
+        last_eval_step = (last_eval or {}).get("global_step")
         records, problems = (
             _parse_lines(self.path, strict=False) if self.path.is_file() else ([], [])
         )
