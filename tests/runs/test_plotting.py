@@ -88,6 +88,10 @@ def test_a_cut_last_line_is_skipped_and_a_bad_line_named(tmp_path):
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match="line 4 is not a JSON object"):
         plot_runs([run], tmp_path / "out.png")
+    lines[3] = '{"kind": "train", "note": "\xff"}'  # a byte no UTF-8 text has, in a string
+    (run / "metrics.jsonl").write_bytes("\n".join(lines).encode("latin-1") + b"\n")
+    with pytest.raises(ValueError, match=r"line 4 is not UTF-8 text \(byte 0xff at column 28\)"):
+        plot_runs([run], tmp_path / "out.png")
     with pytest.raises(FileNotFoundError, match="'.*nowhere' does not exist"):
         plot_runs([tmp_path / "nowhere"], tmp_path / "out.png")
     (tmp_path / "empty").mkdir()

@@ -414,16 +414,12 @@ def _parse_lines(path: Path, *, strict: bool) -> tuple[list[dict[str, Any]], lis
     malformed line raises, except a last line cut short (a crash mid-write
     leaves one), which is dropped (with a note unless ``strict``).
     """
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = path.read_bytes().splitlines()
     records, problems = [], []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        problem = _record_problem(record)
+        record, problem = _parse_line(line)
         if problem is None:
             records.append(record)
             continue
@@ -436,6 +432,20 @@ def _parse_lines(path: Path, *, strict: bool) -> tuple[list[dict[str, Any]], lis
             raise ValueError(f"{message}.")
         problems.append(message)
     return records, problems
+
+
+def _parse_line(line: bytes) -> tuple[Any, str | None]:
+    """The JSON value of one line (None where it is not JSON) and what is wrong with it."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        byte = line[error.start]
+        return None, f"is not UTF-8 text (byte 0x{byte:02x} at column {error.start + 1})"
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError:
+        record = None
+    return record, _record_problem(record)
 
 
 def _record_problem(record: Any) -> str | None:
