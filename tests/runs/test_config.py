@@ -220,6 +220,23 @@ def test_an_override_that_sets_a_section_to_a_value_is_refused(later):
     )
 
 
+def test_a_flow_mapping_without_a_space_after_the_colon_is_named(tmp_path):
+    """YAML reads ``{name:Pendulum}`` as the key 'name:Pendulum' with no value."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ["env.cfg={dt:0.1}"])
+    assert str(caught.value) == (
+        "env.cfg.dt:0.1: YAML reads 'dt:0.1' in the override 'env.cfg={dt:0.1}' as one key "
+        "without a value; write 'dt: 0.1' (a space after the colon)."
+    )
+    path = tmp_path / "joined.yaml"
+    path.write_text("env: {name:Pendulum}\n")
+    with pytest.raises(ConfigError, match=r"^env.name:Pendulum: YAML reads 'name:Pendulum' in "
+                       r"the config file as one key without a value; write 'name: Pendulum'"):  # fmt: skip
+        load_config(path, [])
+    assert load_config(None, ["env.cfg={dt: 0.1}"]).env.cfg == {"dt": 0.1}
+    assert load_config(None, ["logging.wandb_project=a:b"]).logging.wandb_project == "a:b"
+
+
 @pytest.mark.parametrize(
     "text, key",
     [("a: &a [*a]\n", "a"), ("trainer:\n  x: &x [1, {y: *x}]\n", "trainer.x")],

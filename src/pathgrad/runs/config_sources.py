@@ -139,6 +139,9 @@ def merge_layers(
     Raises:
         ConfigError: For a malformed override or a failed interpolation.
     """
+    _refuse_joined_key(data, "the config file")
+    for override in overrides:
+        _refuse_joined_key(_parse_override(override), f"the override '{override}'")
     data = _clearing_the_other_budget(data)
     document = dict(data)
     for section, values in defaults.items():
@@ -159,6 +162,24 @@ def merge_layers(
     except OmegaConfBaseException as error:
         raise ConfigError(f"cannot resolve an interpolation: {_first_line(error)}") from error
     return result  # type: ignore[return-value]
+
+
+def _refuse_joined_key(value: Any, source: str, path: str = "") -> None:
+    """Raise where YAML read ``{key:value}`` (no space after the colon) as one key.
+
+    In a flow mapping ``{name:Pendulum}`` is the key ``'name:Pendulum'`` with no
+    value, which would otherwise surface as an unknown key.
+    """
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        if isinstance(key, str) and item is None and re.fullmatch(r"[^:\s]+:[^:\s].*", key):
+            name, _, text = key.partition(":")
+            raise ConfigError(
+                f"{path}{key}: YAML reads '{key}' in {source} as one key without a value; "
+                f"write '{name}: {text}' (a space after the colon)."
+            )
+        _refuse_joined_key(item, source, f"{path}{key}.")
 
 
 def _clearing_the_other_budget(layer: dict[str, Any]) -> dict[str, Any]:
