@@ -267,6 +267,37 @@ def test_resuming_a_sweep_refuses_nproc_and_a_bad_record(tmp_path, capfd):
     one_line(capfd.readouterr().err, "cannot read")
 
 
+def _record(**changes):
+    cell = {"grid": {}, "seed": 0, "overrides": ["trainer.seed=0"], "state": "pending",
+            "label": "seed=0", "run_dir": "seed=0"}  # fmt: skip
+    cells = [{**cell, **changes.pop("cell", {})}, *changes.pop("more_cells", [])]
+    return {"version": 1, "config": None, "overrides": [], "grid": [], "seeds": [0],
+            "cells": cells, **changes}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "record, problem",
+    [
+        (_record(cell={"state": "bogus"}), 'cells[0].state is "bogus", expected one of pending'),
+        (_record(cell={"overrides": "trainer.seed=0"}),
+         'cells[0].overrides is "trainer.seed=0", expected a list of key=value strings'),
+        (_record(cell={"run_dir": "../elsewhere"}), "cells[0].run_dir is \"../elsewhere\", "
+         "expected a folder name inside the sweep folder"),
+        (_record(more_cells=[_record()["cells"][0]]), 'cells[1].run_dir "seed=0" is another'),
+        (_record(jobs=0), "jobs is 0, expected a positive integer"),
+        (_record(budget={"total_updates": "5"}), "budget is {\"total_updates\": \"5\"}"),
+        ({k: v for k, v in _record().items() if k != "config"}, "it has no config"),
+        (_record(version=True), "its version is true"),
+    ],
+)  # fmt: skip
+def test_a_malformed_sweep_record_is_named_by_its_field(tmp_path, capfd, record, problem):
+    (tmp_path / "sweep.json").write_text(json.dumps(record))
+    assert main(["resume", str(tmp_path)]) == 2
+    message = one_line(capfd.readouterr().err, "is not a pathgrad sweep record (version 1): ")
+    assert problem in message
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["sweep.json"]
+
+
 def test_plot_of_a_sweep_folder_s_glob_skips_its_sweep_json(tmp_path, capfd):
     sweep_dir = tmp_path / "sweep"
     for seed in (0, 1):

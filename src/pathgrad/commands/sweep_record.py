@@ -40,6 +40,7 @@ __all__ = [
 VERSION = 1
 FINISHED = ("completed", "stopped early")
 ENDED = (*FINISHED, "diverged")  # resuming a diverged run would repeat its divergence
+CELL_STATES = ("pending", "running", *ENDED, "failed", "interrupted", "terminated")
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+=-]+")
 _PART_LIMIT = 48
 
@@ -101,22 +102,86 @@ def read_record(sweep_dir: Path) -> dict[str, Any]:
         raise UsageError(
             f"cannot read '{path}': {getattr(error, 'strerror', None) or error}"
         ) from error
-    cell_keys = ("overrides", "grid", "seed", "label", "run_dir", "state")
-    valid = (
-        isinstance(record, dict)
-        and record.get("version") == VERSION
-        and isinstance(record.get("overrides"), list)
-        and isinstance(record.get("grid"), list)
-        and isinstance(record.get("cells"), list)
-        and record["cells"]
-        and all(isinstance(c, dict) and all(k in c for k in cell_keys) for c in record["cells"])
-        and all(_plain_name(str(cell["run_dir"])) for cell in record["cells"])
-        and isinstance(record.setdefault("budget", {}), dict)
-        and isinstance(record.setdefault("jobs", 1), int)
-    )
-    if not valid:
-        raise UsageError(f"'{path}' is not a pathgrad sweep record (version {VERSION}).")
+    problem = _record_problem(record)
+    if problem is not None:
+        raise UsageError(
+            f"'{path}' is not a pathgrad sweep record (version {VERSION}): {problem}."
+        )
+    for key, value in _DEFAULTS.items():
+        record.setdefault(key, value)
     return record
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_DEFAULTS = {"seeds": None, "budget": {}, "jobs": 1}  # keys a record may leave out
+_RECORD_CHECKS = (
+    ("config", lambda v: v is None or isinstance(v, str), "a config file's path or null"),
+    ("overrides", _strings, "a list of key=value strings"),
+    ("grid", _strings, "a list of KEY=V1,V2 strings"),
+    ("seeds", lambda v: v is None or (isinstance(v, list) and all(map(_integer, v))),
+     "a list of integers or null"),
+    ("budget", lambda v: isinstance(v, dict) and all(
+        k in ("total_updates", "total_timesteps") and _integer(n) and n > 0 for k, n in v.items()),
+     "an object of total_updates or total_timesteps, a positive integer"),
+    ("jobs", lambda v: _integer(v) and v > 0, "a positive integer"),
+    ("cells", lambda v: isinstance(v, list) and bool(v), "a list of one object per run"),
+)  # fmt: skip
+
+
+_CELL_CHECKS = (
+    ("overrides", _strings, "a list of key=value strings"),
+    ("grid", lambda v: isinstance(v, dict), "an object"),
+    ("seed", lambda v: v is None or _integer(v), "an integer or null"),
+    ("label", lambda v: v is None or isinstance(v, str), "a string"),
+    ("run_dir", lambda v: isinstance(v, str) and _plain_name(v),
+     "a folder name inside the sweep folder"),
+    ("state", lambda v: v in CELL_STATES, "one of " + ", ".join(CELL_STATES)),
+)  # fmt: skip
+
+
+def _record_problem(record: Any) -> str | None:
+    """What is wrong in a ``sweep.json``'s content, naming the field; None if nothing."""
+    if not isinstance(record, dict):
+        return "it is not a JSON object"
+    version = record.get("version")
+    if not _integer(version) or version != VERSION:
+        return f"its version is {_json(version)}"
+    for key, valid, expected in _RECORD_CHECKS:
+        if key not in record and key not in _DEFAULTS:
+            return f"it has no {key}"
+        if not valid(record.get(key, _DEFAULTS.get(key))):
+            return f"{key} is {_json(record[key])}, expected {expected}"
+    seen = set()
+    for number, cell in enumerate(record["cells"]):
+        problem = _cell_problem(cell)
+        if problem is None and cell["run_dir"] in seen:
+            problem = f".run_dir {_json(cell['run_dir'])} is another cell's too"
+        if problem is not None:
+            return f"cells[{number}]{problem}"
+        seen.add(cell["run_dir"])
+    return None
+
+
+def _cell_problem(cell: Any) -> str | None:
+    if not isinstance(cell, dict):
+        return f" is {_json(cell)}, expected an object"
+    for key, valid, expected in _CELL_CHECKS:
+        if key not in cell:
+            return f" has no {key}"
+        if not valid(cell[key]):
+            return f".{key} is {_json(cell[key])}, expected {expected}"
+    return None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)[:60]
 
 
 def _plain_name(name: str) -> bool:
