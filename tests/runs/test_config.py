@@ -230,8 +230,8 @@ def test_a_flow_mapping_without_a_space_after_the_colon_is_named(tmp_path):
     )
     path = tmp_path / "joined.yaml"
     path.write_text("env: {name:Pendulum}\n")
-    with pytest.raises(ConfigError, match=r"^env.name:Pendulum: YAML reads 'name:Pendulum' in "
-                       r"the config file as one key without a value; write 'name: Pendulum'"):  # fmt: skip
+    expected = r"^env.name:Pendulum: YAML reads 'name:Pendulum' in the config file as one key"
+    with pytest.raises(ConfigError, match=expected + r" without a value; write 'name: Pendulum'"):
         load_config(path, [])
     assert load_config(None, ["env.cfg={dt: 0.1}"]).env.cfg == {"dt": 0.1}
     assert load_config(None, ["logging.wandb_project=a:b"]).logging.wandb_project == "a:b"

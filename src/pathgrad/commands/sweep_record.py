@@ -104,9 +104,7 @@ def read_record(sweep_dir: Path) -> dict[str, Any]:
         ) from error
     problem = _record_problem(record)
     if problem is not None:
-        raise UsageError(
-            f"'{path}' is not a pathgrad sweep record (version {VERSION}): {problem}."
-        )
+        raise UsageError(f"'{path}' is not a pathgrad sweep record (version {VERSION}): {problem}.")
     for key, value in _DEFAULTS.items():
         record.setdefault(key, value)
     return record
