@@ -9,7 +9,7 @@ import torch
 
 newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
 
-from helpers import assert_same_windows  # noqa: E402
+from helpers import assert_same_windows, window_with_gradients  # noqa: E402
 from pathgrad.env import build_learning_env  # noqa: E402
 from pathgrad.envs.newton import DiffRLAnt, NewtonSimulation  # noqa: E402
 from pathgrad.envs.newton.ant import REST_JOINT_ANGLES  # noqa: E402
@@ -171,3 +171,31 @@ def test_shapes_collide_with_the_ground_only_within_a_two_per_pair_capacity():
     assert int(env.simulation._contacts.rigid_contact_max) == 2 * 3 * shapes_per_ant
     with pytest.raises(ValueError, match="contacts_per_shape_pair must be positive, got 0"):
         NewtonSimulation(model, dt=1 / 60, contacts=True, contacts_per_shape_pair=0)
+
+
+def _detecting_again(cls):
+    return type(cls.__name__, (cls,), {"keep_contacts": False})
+
+
+@pytest.mark.parametrize("name", ["DiffRLAnt", "DiffRLHopper"])
+def test_contacts_kept_from_the_forward_pass_give_the_same_gradients_bit_for_bit(name):
+    """The backward pass puts back each substep's contacts instead of detecting them again."""
+    import pathgrad.envs.newton as backend
+
+    cls = getattr(backend, name)
+    kept, detecting = cls(2, seed=0), _detecting_again(cls)(2, seed=0)
+    assert kept.simulation.contact_record is not None
+    assert detecting.simulation.contact_record is None
+    assert_same_windows(kept, detecting, 24)
+    assert int(kept.simulation._contacts.rigid_contact_count.numpy()[0]) > 0  # in contact
+
+
+def test_the_backward_pass_reads_the_contacts_it_kept(monkeypatch):
+    """Loading no contacts into the backward pass changes the gradients: the record is used."""
+    from pathgrad.envs.newton.contact_record import ContactRecord
+
+    env = DiffRLAnt(2, seed=0)
+    _, _, right = window_with_gradients(env, 24)
+    monkeypatch.setattr(ContactRecord, "load", lambda self, row: self._restore_row.zero_())
+    _, _, without_contacts = window_with_gradients(env, 24)
+    assert torch.isfinite(right).all() and not torch.equal(right, without_contacts)

@@ -102,6 +102,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
     contacts_per_shape_pair: int | None = None
     # Frame of info["contact_forces"] / ["accelerations"]: "world_origin" (dflex's) or "body".
     contact_signal_frame = "world_origin"
+    # Keep each forward substep's contacts for the backward pass (NewtonSimulation).
+    keep_contacts = True
 
     def __init__(
         self,
@@ -182,6 +184,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
             capture=capture,
             contacts_per_shape_pair=self.contacts_per_shape_pair,
             contact_signal_frame=self.contact_signal_frame,
+            keep_contacts=self.keep_contacts,
         )
         self._contact_watch = ContactCapacityWatch()
         self.dt = float(dt)

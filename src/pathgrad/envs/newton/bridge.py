@@ -8,9 +8,11 @@ its own ``wp.Tape`` and backpropagates it at once, in reverse order: the
 solver's shared buffers (Featherstone keeps its mass matrix and Cholesky
 factors on the solver object, NVIDIA/warp#260) then always hold the values of
 the substep being differentiated, and memory stays flat however long the
-window (only each substep's input state is kept). Contacts are detected
-outside the tape (collision detection is not differentiable: the contact set
-is frozen per substep) and detected again, identically, during the recompute.
+window (only each substep's input state is kept). The contact set is frozen
+per substep (collision detection is not differentiated): what each forward
+substep detected is kept and put back for its recompute
+(:mod:`pathgrad.envs.newton.contact_record`; ``keep_contacts=False`` detects
+it again, identically, for less memory).
 
 Every Warp operation works on buffers allocated once, so the forward step, one
 substep's recompute-and-adjoint and the zeroing of its adjoints are each
@@ -40,6 +42,7 @@ import newton
 import torch
 import warp as wp
 
+from pathgrad.envs.newton.contact_record import ContactRecord
 from pathgrad.envs.newton.contact_signal import ContactSignal
 
 __all__ = [
@@ -155,6 +158,10 @@ class NewtonSimulation:
             (:mod:`pathgrad.envs.newton.contact_signal`).
         capture: Replay the step's Warp operations as captured graphs (same
             results, bit for bit; ``False`` launches every kernel from Python).
+        keep_contacts: Keep each forward substep's contacts for the backward
+            pass instead of detecting them again (same gradients, bit for bit;
+            :mod:`pathgrad.envs.newton.contact_record`, memory per env step
+            ``substeps x`` :attr:`ContactRecord.bytes_per_substep`).
     """
 
     def __init__(
@@ -169,6 +176,7 @@ class NewtonSimulation:
         capture: bool = True,
         contacts_per_shape_pair: int | None = None,
         contact_signal_frame: str = "world_origin",
+        keep_contacts: bool = True,
     ) -> None:
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {list(SOLVERS)}, got '{solver}'.")
@@ -211,6 +219,9 @@ class NewtonSimulation:
             self._contacts = self._collision.contacts()
             self.contact_capacity = int(self._contacts.rigid_contact_max)
             self._contact_peak = wp.zeros(1, dtype=wp.int32, device=model.device)
+        self.contact_record: ContactRecord | None = None
+        if self.uses_contacts and keep_contacts:
+            self.contact_record = ContactRecord(self._contacts, self.substeps)
         # Per-body contact wrenches and accelerations of every forward step (Featherstone).
         self.contact_signal: ContactSignal | None = None
         if self.uses_contacts and not self.maximal:
@@ -267,12 +278,19 @@ class NewtonSimulation:
         if self.uses_contacts and not self.maximal:  # collision detection reads body poses
             newton.eval_fk(self.model, state.joint_q, state.joint_qd, state)
 
-    def _substep(self, state_in: Any, state_out: Any, control: Any) -> None:
-        contacts = None
-        if self._contacts is not None:
+    def _prepare_backward(self) -> None:
+        """Clear ``_backward_in``'s forces; put back its substep's contacts where kept."""
+        if self.contact_record is None:
+            self._prepare(self._backward_in)
+        else:  # the bodies' poses are the solver's own first step (FK from joint_q)
+            self._backward_in.clear_forces()
+            self.contact_record.restore()
+
+    def _substep(self, state_in: Any, state_out: Any, control: Any, detect: bool = True) -> None:
+        """One solver step; ``detect``: detect the contacts first (else use those held)."""
+        if self._contacts is not None and detect:
             self._collision.collide(state_in, self._contacts)
-            contacts = self._contacts
-        self.solver.step(state_in, state_out, control, contacts, self.substep_dt)
+        self.solver.step(state_in, state_out, control, self._contacts, self.substep_dt)
 
     def _step_operations(self) -> None:
         """All substeps of one env step, from ``_states[0]`` to ``_states[-1]``."""
@@ -284,6 +302,8 @@ class NewtonSimulation:
             if k > 0:
                 self._states[k].clear_forces()
             self._substep(self._states[k], self._states[k + 1], self._control)
+            if self.contact_record is not None:
+                self.contact_record.save(k)
             if self._contacts is not None:
                 wp.launch(
                     _record_contact_peak,
@@ -320,10 +340,15 @@ class NewtonSimulation:
 
     def _adjoint_operations(self) -> None:
         """One substep recomputed under a tape and backpropagated (output adjoints set)."""
-        self._prepare(self._backward_in)
+        self._prepare_backward()
         self._tape = wp.Tape()
         with self._tape:
-            self._substep(self._backward_in, self._backward_out, self._backward_control)
+            self._substep(
+                self._backward_in,
+                self._backward_out,
+                self._backward_control,
+                detect=self.contact_record is None,
+            )
         if not self.maximal:
             restore_external_forces(self._backward_out)
         self._tape.backward()
@@ -346,18 +371,32 @@ class NewtonSimulation:
 
         Returns the carried position and velocity after the step, for
         ``semi_implicit`` also the joint coordinates computed from them, and
-        last each substep's input, for the backward pass.
+        last each substep's input for the backward pass: position, velocity
+        and the contacts kept (``None`` where none are).
         """
         self._x[0].copy_(position.detach().reshape(-1))
         self._v[0].copy_(velocity.detach().reshape(-1))
         self._f.copy_(joint_f.detach().reshape(-1))
         self._run("step", self._step_operations)
-        inputs = [(position.detach().reshape(-1), velocity.detach().reshape(-1))]
-        inputs += [(x.clone(), v.clone()) for x, v in zip(self._x[1:], self._v[1:], strict=True)]
-        x_final, v_final = inputs.pop()
+        states = [(position.detach().reshape(-1), velocity.detach().reshape(-1))]
+        states += [(x.clone(), v.clone()) for x, v in zip(self._x[1:], self._v[1:], strict=True)]
+        x_final, v_final = states.pop()
+        record = self.contact_record
+        contacts = [None] * self.substeps if record is None else list(record.rows())
+        inputs = [(x, v, c) for (x, v), c in zip(states, contacts, strict=True)]
         if self.maximal:
             return x_final, v_final, self._final_q.clone(), self._final_qd.clone(), inputs
         return x_final, v_final, inputs
+
+    def _load_backward_input(
+        self, substep_input: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+    ) -> None:
+        """Copy one substep's saved input (position, velocity, contacts) into place."""
+        x_in, v_in, contacts_in = substep_input
+        self._backward_x.copy_(x_in)
+        self._backward_v.copy_(v_in)
+        if contacts_in is not None and self.contact_record is not None:
+            self.contact_record.load(contacts_in)
 
     def contact_overflow(self) -> int | None:
         """The most contacts one forward substep has needed, when more than fit; else ``None``.
@@ -388,7 +427,7 @@ class NewtonSimulation:
 
     def backward(
         self,
-        inputs: list[tuple[torch.Tensor, torch.Tensor]],
+        inputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
         joint_f: torch.Tensor,
         grad_x: torch.Tensor,
         grad_v: torch.Tensor,
@@ -412,9 +451,8 @@ class NewtonSimulation:
             self._run("zero_kinematics_adjoint", self._zero_kinematics_adjoint_operations)
         self._backward_f.copy_(joint_f.detach().reshape(-1))
         grad_f = torch.zeros(self.dofs, dtype=grad_x.dtype, device=grad_x.device)
-        for x_in, v_in in reversed(inputs):
-            self._backward_x.copy_(x_in)
-            self._backward_v.copy_(v_in)
+        for substep_input in reversed(inputs):
+            self._load_backward_input(substep_input)
             self._grad_out_x.copy_(grad_x)
             self._grad_out_v.copy_(grad_v)
             self._run("adjoint", self._adjoint_operations)

@@ -114,9 +114,14 @@ class MassMatrixCachingSimulation(NewtonSimulation):
 
     def _mass_matrix_operations(self) -> None:
         """Evaluate (untaped) the mass matrix and its factor at ``_backward_in``."""
-        self._prepare(self._backward_in)
+        self._prepare_backward()
         self._count_from(True)
-        self._substep(self._backward_in, self._backward_out, self._backward_control)
+        self._substep(
+            self._backward_in,
+            self._backward_out,
+            self._backward_control,
+            detect=self.contact_record is None,
+        )
 
     def _cached_adjoint_operations(self, evaluate: bool) -> None:
         self._count_from(evaluate)
@@ -129,7 +134,7 @@ class MassMatrixCachingSimulation(NewtonSimulation):
 
     def backward(
         self,
-        inputs: list[tuple[torch.Tensor, torch.Tensor]],
+        inputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
         joint_f: torch.Tensor,
         grad_x: torch.Tensor,
         grad_v: torch.Tensor,
@@ -143,12 +148,10 @@ class MassMatrixCachingSimulation(NewtonSimulation):
         for k in reversed(range(count)):
             first = k - k % self.interval
             if k != first and k == min(first + self.interval, count) - 1:
-                self._backward_x.copy_(inputs[first][0])
-                self._backward_v.copy_(inputs[first][1])
+                self._load_backward_input(inputs[first])
                 self._run("mass_matrix", self._mass_matrix_operations)
             evaluate = k == first
-            self._backward_x.copy_(inputs[k][0])
-            self._backward_v.copy_(inputs[k][1])
+            self._load_backward_input(inputs[k])
             self._grad_out_x.copy_(grad_x)
             self._grad_out_v.copy_(grad_v)
             if evaluate:  # the reusing substeps' adjoints join this substep's, into the state
@@ -238,6 +241,7 @@ class DiffRLAnt(NewtonAnt):
                 capture=capture,
                 contacts_per_shape_pair=self.contacts_per_shape_pair,
                 contact_signal_frame=self.contact_signal_frame,
+                keep_contacts=self.keep_contacts,
             )
         self.state = self._initial_state(self.num_envs)  # the start pose is set only now
 

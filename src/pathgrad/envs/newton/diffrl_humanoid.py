@@ -149,7 +149,8 @@ class DiffRLHumanoid(NewtonEnv):
         )
         options = {"substeps": substeps, "dt": dt, "contacts": True,
                    "solver_options": solver_options, "capture": capture,
-                   "contacts_per_shape_pair": self.contacts_per_shape_pair}  # fmt: skip
+                   "contacts_per_shape_pair": self.contacts_per_shape_pair,
+                   "keep_contacts": self.keep_contacts}  # fmt: skip
         if self.mass_matrix_interval > 1:
             self.simulation = MassMatrixCachingSimulation(
                 self.simulation.model, mass_matrix_interval=self.mass_matrix_interval, **options

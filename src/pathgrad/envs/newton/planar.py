@@ -130,7 +130,8 @@ class DiffRLPlanarEnv(NewtonEnv):
             seed=seed,
         )
         options = {"substeps": substeps, "dt": dt, "contacts": True,
-                   "solver_options": solver_options, "capture": capture}  # fmt: skip
+                   "solver_options": solver_options, "capture": capture,
+                   "keep_contacts": self.keep_contacts}  # fmt: skip
         if self.mass_matrix_interval > 1:
             self.simulation = MassMatrixCachingSimulation(
                 self.simulation.model, mass_matrix_interval=self.mass_matrix_interval, **options
