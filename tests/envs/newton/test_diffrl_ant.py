@@ -184,18 +184,30 @@ def test_contacts_kept_from_the_forward_pass_give_the_same_gradients_bit_for_bit
 
     cls = getattr(backend, name)
     kept, detecting = cls(2, seed=0), _detecting_again(cls)(2, seed=0)
-    assert kept.simulation.contact_record is not None
-    assert detecting.simulation.contact_record is None
+    assert kept.simulation.saved_contacts is not None
+    assert detecting.simulation.saved_contacts is None
     assert_same_windows(kept, detecting, 24)
     assert int(kept.simulation._contacts.rigid_contact_count.numpy()[0]) > 0  # in contact
 
 
 def test_the_backward_pass_reads_the_contacts_it_kept(monkeypatch):
     """Loading no contacts into the backward pass changes the gradients: the record is used."""
-    from pathgrad.envs.newton.contact_record import ContactRecord
+    from pathgrad.envs.newton.saved_arrays import SavedArrays
 
     env = DiffRLAnt(2, seed=0)
     _, _, right = window_with_gradients(env, 24)
-    monkeypatch.setattr(ContactRecord, "load", lambda self, row: self._restore_row.zero_())
+    monkeypatch.setattr(SavedArrays, "load", lambda self, row: self._staged.zero_())
     _, _, without_contacts = window_with_gradients(env, 24)
     assert torch.isfinite(right).all() and not torch.equal(right, without_contacts)
+
+
+@pytest.mark.parametrize("interval", [16, 4])
+def test_the_mass_matrix_kept_from_the_forward_pass_gives_the_same_gradients(interval):
+    """Each block's mass matrix and factor are put back, not evaluated again by a substep."""
+    kept = DiffRLAnt(2, seed=0, mass_matrix_interval=interval)
+    evaluating = DiffRLAnt(2, seed=0, mass_matrix_interval=interval)
+    evaluating.simulation.saved_mass = None
+    assert kept.simulation.saved_mass is not None
+    assert_same_windows(kept, evaluating, 6)
+    assert "restore_mass_matrix" in kept.simulation._graphs
+    assert "mass_matrix" in evaluating.simulation._graphs

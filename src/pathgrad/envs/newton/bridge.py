@@ -11,7 +11,7 @@ the substep being differentiated, and memory stays flat however long the
 window (only each substep's input state is kept). The contact set is frozen
 per substep (collision detection is not differentiated): what each forward
 substep detected is kept and put back for its recompute
-(:mod:`pathgrad.envs.newton.contact_record`; ``keep_contacts=False`` detects
+(:mod:`pathgrad.envs.newton.saved_arrays`; ``keep_contacts=False`` detects
 it again, identically, for less memory).
 
 Every Warp operation works on buffers allocated once, so the forward step, one
@@ -42,8 +42,8 @@ import newton
 import torch
 import warp as wp
 
-from pathgrad.envs.newton.contact_record import ContactRecord
 from pathgrad.envs.newton.contact_signal import ContactSignal
+from pathgrad.envs.newton.saved_arrays import SavedArrays, contact_detection_arrays
 
 __all__ = [
     "SOLVERS",
@@ -160,8 +160,8 @@ class NewtonSimulation:
             results, bit for bit; ``False`` launches every kernel from Python).
         keep_contacts: Keep each forward substep's contacts for the backward
             pass instead of detecting them again (same gradients, bit for bit;
-            :mod:`pathgrad.envs.newton.contact_record`, memory per env step
-            ``substeps x`` :attr:`ContactRecord.bytes_per_substep`).
+            :mod:`pathgrad.envs.newton.saved_arrays`, memory per env step
+            ``substeps x`` ``saved_contacts.bytes_per_slot``).
     """
 
     def __init__(
@@ -219,9 +219,10 @@ class NewtonSimulation:
             self._contacts = self._collision.contacts()
             self.contact_capacity = int(self._contacts.rigid_contact_max)
             self._contact_peak = wp.zeros(1, dtype=wp.int32, device=model.device)
-        self.contact_record: ContactRecord | None = None
+        self.saved_contacts: SavedArrays | None = None
         if self.uses_contacts and keep_contacts:
-            self.contact_record = ContactRecord(self._contacts, self.substeps)
+            arrays = contact_detection_arrays(self._contacts)
+            self.saved_contacts = SavedArrays(arrays, self.substeps)
         # Per-body contact wrenches and accelerations of every forward step (Featherstone).
         self.contact_signal: ContactSignal | None = None
         if self.uses_contacts and not self.maximal:
@@ -280,11 +281,11 @@ class NewtonSimulation:
 
     def _prepare_backward(self) -> None:
         """Clear ``_backward_in``'s forces; put back its substep's contacts where kept."""
-        if self.contact_record is None:
+        if self.saved_contacts is None:
             self._prepare(self._backward_in)
         else:  # the bodies' poses are the solver's own first step (FK from joint_q)
             self._backward_in.clear_forces()
-            self.contact_record.restore()
+            self.saved_contacts.restore()
 
     def _substep(self, state_in: Any, state_out: Any, control: Any, detect: bool = True) -> None:
         """One solver step; ``detect``: detect the contacts first (else use those held)."""
@@ -302,8 +303,7 @@ class NewtonSimulation:
             if k > 0:
                 self._states[k].clear_forces()
             self._substep(self._states[k], self._states[k + 1], self._control)
-            if self.contact_record is not None:
-                self.contact_record.save(k)
+            self._after_substep(k)
             if self._contacts is not None:
                 wp.launch(
                     _record_contact_peak,
@@ -318,6 +318,11 @@ class NewtonSimulation:
         if self.maximal:
             final = self._states[-1]
             newton.eval_ik(self.model, final, final.joint_q, final.joint_qd)
+
+    def _after_substep(self, k: int) -> None:
+        """Warp operations after forward substep ``k``: keep what the backward pass reuses."""
+        if self.saved_contacts is not None:
+            self.saved_contacts.save(k)
 
     def _forward_kinematics_operations(self) -> None:
         initial = self._initial
@@ -347,7 +352,7 @@ class NewtonSimulation:
                 self._backward_in,
                 self._backward_out,
                 self._backward_control,
-                detect=self.contact_record is None,
+                detect=self.saved_contacts is None,
             )
         if not self.maximal:
             restore_external_forces(self._backward_out)
@@ -381,22 +386,20 @@ class NewtonSimulation:
         states = [(position.detach().reshape(-1), velocity.detach().reshape(-1))]
         states += [(x.clone(), v.clone()) for x, v in zip(self._x[1:], self._v[1:], strict=True)]
         x_final, v_final = states.pop()
-        record = self.contact_record
-        contacts = [None] * self.substeps if record is None else list(record.rows())
+        saved = self.saved_contacts
+        contacts = [None] * self.substeps if saved is None else list(saved.rows())
         inputs = [(x, v, c) for (x, v), c in zip(states, contacts, strict=True)]
         if self.maximal:
             return x_final, v_final, self._final_q.clone(), self._final_qd.clone(), inputs
         return x_final, v_final, inputs
 
-    def _load_backward_input(
-        self, substep_input: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
-    ) -> None:
+    def _load_backward_input(self, substep_input: tuple[torch.Tensor | None, ...]) -> None:
         """Copy one substep's saved input (position, velocity, contacts) into place."""
-        x_in, v_in, contacts_in = substep_input
+        x_in, v_in, contacts_in = substep_input[:3]
         self._backward_x.copy_(x_in)
         self._backward_v.copy_(v_in)
-        if contacts_in is not None and self.contact_record is not None:
-            self.contact_record.load(contacts_in)
+        if contacts_in is not None and self.saved_contacts is not None:
+            self.saved_contacts.load(contacts_in)
 
     def contact_overflow(self) -> int | None:
         """The most contacts one forward substep has needed, when more than fit; else ``None``.

@@ -69,6 +69,7 @@ from pathgrad.envs.base import State, check_constants
 from pathgrad.envs.newton.ant import ANT_CONTACT_MODEL, NewtonAnt
 from pathgrad.envs.newton.base import check_positive_integers
 from pathgrad.envs.newton.bridge import NewtonSimulation
+from pathgrad.envs.newton.saved_arrays import SavedArrays
 
 __all__ = ["DIFFRL_ANT_CONTACT_MODEL", "DiffRLAnt", "MassMatrixCachingSimulation"]
 
@@ -88,11 +89,15 @@ class MassMatrixCachingSimulation(NewtonSimulation):
     Newton's ``update_mass_matrix_interval`` counts solver calls (and a captured
     graph replays the choice made at capture); here the count restarts with
     every env step. Backward, per block of substeps sharing a mass matrix: it is
-    evaluated again (untaped) at the block's first substep, the reusing
-    substeps are differentiated with it held, and their adjoints of it are added
-    to those of the first substep's own adjoint pass, which evaluates it under
-    the tape. Each variant is its own captured graph.
+    put back as the forward pass evaluated it at the block's first substep
+    (:mod:`~pathgrad.envs.newton.saved_arrays`; with ``keep_mass_matrix`` false,
+    evaluated again, untaped), the reusing substeps are differentiated with it
+    held, and their adjoints of it are added to those of the first substep's
+    own adjoint pass, which evaluates it under the tape. Each variant is its own
+    captured graph.
     """
+
+    keep_mass_matrix = True  # 2 x dofs^2 floats per env and block: kept, not recomputed
 
     def __init__(self, model: Any, *, mass_matrix_interval: int, **kwargs: Any) -> None:
         self.interval = int(mass_matrix_interval)
@@ -103,6 +108,27 @@ class MassMatrixCachingSimulation(NewtonSimulation):
         # Adjoints of the mass matrix and its factor, carried from the substeps reusing them.
         matrices = (self.solver.H, self.solver.L)
         self._grad_mass = [wp.to_torch(a.grad, requires_grad=False) for a in matrices]
+        blocks = -(-self.substeps // self.interval)
+        self.saved_mass = SavedArrays(matrices, blocks) if self.keep_mass_matrix else None
+
+    def _after_substep(self, k: int) -> None:
+        super()._after_substep(k)
+        if self.saved_mass is not None and k % self.interval == 0:
+            self.saved_mass.save(k // self.interval)
+
+    def forward(
+        self, position: torch.Tensor, velocity: torch.Tensor, joint_f: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """:meth:`NewtonSimulation.forward`, each block's first substep input also holding
+        the mass matrix and factor the forward pass evaluated there (else ``None``)."""
+        x_final, v_final, inputs = super().forward(position, velocity, joint_f)
+        if self.saved_mass is None:
+            return x_final, v_final, inputs
+        rows = self.saved_mass.rows()
+        held = [
+            rows[k // self.interval] if k % self.interval == 0 else None for k in range(len(inputs))
+        ]
+        return x_final, v_final, [(*entry, row) for entry, row in zip(inputs, held, strict=True)]
 
     def _count_from(self, evaluate: bool) -> None:
         """Make the solver's next step evaluate the mass matrix, or reuse the held one."""
@@ -120,7 +146,7 @@ class MassMatrixCachingSimulation(NewtonSimulation):
             self._backward_in,
             self._backward_out,
             self._backward_control,
-            detect=self.contact_record is None,
+            detect=self.saved_contacts is None,
         )
 
     def _cached_adjoint_operations(self, evaluate: bool) -> None:
@@ -134,7 +160,7 @@ class MassMatrixCachingSimulation(NewtonSimulation):
 
     def backward(
         self,
-        inputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
+        inputs: list[tuple[torch.Tensor | None, ...]],
         joint_f: torch.Tensor,
         grad_x: torch.Tensor,
         grad_v: torch.Tensor,
@@ -148,8 +174,12 @@ class MassMatrixCachingSimulation(NewtonSimulation):
         for k in reversed(range(count)):
             first = k - k % self.interval
             if k != first and k == min(first + self.interval, count) - 1:
-                self._load_backward_input(inputs[first])
-                self._run("mass_matrix", self._mass_matrix_operations)
+                if self.saved_mass is not None:
+                    self.saved_mass.load(inputs[first][3])
+                    self._run("restore_mass_matrix", self.saved_mass.restore)
+                else:
+                    self._load_backward_input(inputs[first])
+                    self._run("mass_matrix", self._mass_matrix_operations)
             evaluate = k == first
             self._load_backward_input(inputs[k])
             self._grad_out_x.copy_(grad_x)
