@@ -125,6 +125,42 @@ def test_the_instability_hint_names_a_limit_spring_too_stiff_for_the_substep(tmp
     )
     env = Walker(1, model_file=arm, substeps=4, capture=False)
     assert (
-        "joint 'yaw' has a limit spring of stiffness 10000 (limit_ke), stable only while "
-        "substep < 2 sqrt(inertia / ke) = 0.00406 s at the model's pose"
-    ) in env.instability_hint()  # the substep is 0.00417 s: a hit limit grows
+        "joint 'yaw' has a limit of stiffness 10000 and damping 10 (limit_ke, limit_kd; inertia "
+        "0.0412 with armature at the model's pose), stable only while substep < 0.00318 s "
+        "(0.00417 s is above it)"
+    ) in env.instability_hint()  # a hit limit grows
+    calm = Walker(1, model_file=arm, substeps=8, capture=False)
+    assert "stable only while substep < 0.00318 s (0.00208 s is below it)" in (
+        calm.instability_hint()
+    )
+
+
+@pytest.mark.parametrize(
+    ("stiffness", "damping", "mass"), [(1e4, 10.0, 0.0138), (1e4, 0.0, 0.05), (0.0, 100.0, 0.2)]
+)
+def test_the_stable_substep_of_a_spring_damper_is_that_of_semi_implicit_euler(
+    stiffness, damping, mass
+):
+    """Velocities then positions, as Featherstone: bounded just below the bound, growing
+    just above it (the spring and damper each within their own bound in the first case)."""
+    from pathgrad.envs.newton.stability import _stable_substep
+
+    bound = _stable_substep(stiffness, damping, mass)
+
+    def largest(dt: float) -> float:
+        x, v, peak = 1.0, 1.0, 0.0
+        for _ in range(2000):
+            v += dt * (-stiffness * x - damping * v) / mass
+            x += dt * v
+            peak = max(peak, abs(x), abs(v) * dt)
+        return peak
+
+    assert largest(0.98 * bound) < 100.0
+    assert largest(1.02 * bound) > 1e6
+
+
+def test_the_instability_hint_names_the_ground_contact_with_its_effective_mass(tmp_path):
+    env = walker(tmp_path, height=0.3, contacts=True, substeps=2)
+    hint = env.instability_hint()
+    assert "ground contact stiffness 2500 and damping 100 (ke, kd of the shapes of body " in hint
+    assert "kg along the normal at its centre at the model's pose) are stable only while" in hint

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import newton
 import numpy as np
 import torch
+import warp as wp
 
 from pathgrad.envs.newton.scene_checks import ground_penetration
 
@@ -49,42 +51,115 @@ def instability_hint(env: Any) -> str:
             f"armature {armature[dof]:g}): stable only while damping x substep "
             f"({damping[dof] * substep:.3g}) < 2 x (the DOF's inertia + armature)"
         )
-    limits = _stiffest_limit(model, dofs, mass_matrix)
+    limits = _stiffest_limit(model, dofs, mass_matrix, substep)
     if limits is not None:
         parts.append(limits)
     if simulation.uses_contacts:
         start = ground_penetration(model)
-        parts.append(start if start is not None else "contacts are explicit springs too")
+        contact = None if mass_matrix is None else _stiffest_contact(env, mass_matrix, substep)
+        parts.append(start or contact or "contacts are explicit springs too")
     return (
         "a Newton step that turns non-finite usually has a force too stiff for its substep: "
         + "; ".join(parts)
-        + ". Raise armature or substeps, or lower the damping or limit stiffness "
+        + ". Raise armature or substeps, or lower the damping, limit or contact stiffness "
         "(docs/simulators.md, 'Stable steps')"
     )
 
 
-def _stiffest_limit(model: Any, dofs: int, mass_matrix: np.ndarray | None) -> str | None:
-    """The joint limit spring with the shortest stable substep, if any DOF has a limit."""
+def _stable_substep(stiffness: float, damping: float, mass: float) -> float:
+    """The longest substep at which a spring-damper on ``mass`` stays bounded.
+
+    Featherstone integrates velocities, then positions (semi-implicit Euler);
+    for ``m x'' = -k x - c x'`` that is stable while
+    ``dt^2 k / m + 2 dt c / m < 4``, whose root is returned.
+    """
+    if stiffness <= 0.0:
+        return 2.0 * mass / damping if damping > 0.0 else float("inf")
+    return (-damping + np.sqrt(damping**2 + 4.0 * stiffness * mass)) / stiffness
+
+
+def _bound_text(substep: float, bound: float) -> str:
+    verdict = "above it" if substep >= bound else "below it"
+    return f"stable only while substep < {bound:.3g} s ({substep:.3g} s is {verdict})"
+
+
+def _stiffest_contact(env: Any, mass_matrix: np.ndarray, substep: float) -> str | None:
+    """The ground contact (stiffness ``ke``, damping ``kd``) with the shortest stable substep.
+
+    Over world 0's colliding bodies: each one's effective mass along the up
+    axis at its centre of mass, from the joint-space mass matrix and the
+    Jacobian of its centre's velocity (Newton's forward kinematics of unit
+    joint velocities) at the model's pose. A contact point away from the
+    centre meets less mass, so the bound is an upper one. (Friction, a slope
+    ``kf`` capped at ``mu`` times the normal force, is left out.)
+    """
+    model, dofs, worlds = env.simulation.model, int(env.dofs), env.num_envs
+    bodies = int(model.body_count) // worlds
+    shape_body = model.shape_body.numpy()
+    colliding = sorted({int(b) for b in shape_body if 0 <= b < bodies})
+    if not colliding or dofs == 0:
+        return None
+    up = int(np.argmax(np.abs(np.asarray(env.gravity, dtype=np.float64))))
+    jacobian = np.zeros((bodies, dofs))  # world 0's COM velocity along up per joint velocity
+    state = model.state()
+    joint_q = wp.array(env.default_joint_q.expand(worlds, -1).reshape(-1).cpu().numpy(),
+                       dtype=wp.float32, device=model.device)  # fmt: skip
+    for dof in range(dofs):
+        velocity = np.zeros((worlds, dofs), dtype=np.float32)
+        velocity[:, dof] = 1.0
+        joint_qd = wp.array(velocity.reshape(-1), dtype=wp.float32, device=model.device)
+        newton.eval_fk(model, joint_q, joint_qd, state)
+        jacobian[:, dof] = state.body_qd.numpy()[:bodies, up]  # linear (COM) part first
+    inverse = np.linalg.inv(mass_matrix)
+    stiffness, damping = model.shape_material_ke.numpy(), model.shape_material_kd.numpy()
+    worst: tuple[float, str] | None = None
+    for body in colliding:
+        reach = float(jacobian[body] @ inverse @ jacobian[body])
+        if reach <= 1e-12:
+            continue
+        shapes = np.flatnonzero(shape_body == body)
+        mass, ke, kd = 1.0 / reach, float(stiffness[shapes].max()), float(damping[shapes].max())
+        bound = _stable_substep(ke, kd, mass)
+        if worst is None or bound < worst[0]:
+            name = str(model.body_label[body]).rsplit("/", 1)[-1]
+            worst = (bound, (
+                f"ground contact stiffness {ke:g} and damping {kd:g} (ke, kd of the shapes "
+                f"of body '{name}'; effective mass {mass:.3g} kg along the normal at its "
+                f"centre at the model's pose) are {_bound_text(substep, bound)}"
+            ))  # fmt: skip
+    return None if worst is None else worst[1]
+
+
+def _stiffest_limit(
+    model: Any, dofs: int, mass_matrix: np.ndarray | None, substep: float
+) -> str | None:
+    """The joint limit (spring ``limit_ke``, damper ``limit_kd``) with the shortest stable
+    substep, if any DOF has a limit."""
     lower = model.joint_limit_lower.numpy()[:dofs].astype(np.float64)
     upper = model.joint_limit_upper.numpy()[:dofs].astype(np.float64)
     stiffness = model.joint_limit_ke.numpy()[:dofs].astype(np.float64)
+    damping = model.joint_limit_kd.numpy()[:dofs].astype(np.float64)
     limited = (np.abs(lower) < 1e6) | (np.abs(upper) < 1e6)
-    limited &= stiffness > 0.0
+    limited &= (stiffness > 0.0) | (damping > 0.0)
     if not limited.any():
         return None
-    inertia = np.diag(mass_matrix) if mass_matrix is not None else None
-    if inertia is None:
+    if mass_matrix is None:
         dof = int(np.argmax(np.where(limited, stiffness, -1.0)))
         return (
-            f"joint '{_joint_of_dof(model, dof)}' has a limit spring of stiffness "
-            f"{stiffness[dof]:g} (limit_ke): stable only while substep < 2 sqrt(inertia / ke)"
+            f"joint '{_joint_of_dof(model, dof)}' has a limit of stiffness {stiffness[dof]:g} "
+            f"and damping {damping[dof]:g} (limit_ke, limit_kd): stable only while "
+            "substep^2 ke / inertia + 2 substep kd / inertia < 4"
         )
-    bounds = np.where(limited, 2.0 * np.sqrt(np.maximum(inertia, 0.0) / stiffness), np.inf)
+    inertia = np.maximum(np.diag(mass_matrix), 0.0)
+    bounds = [
+        _stable_substep(stiffness[dof], damping[dof], inertia[dof]) if limited[dof] else np.inf
+        for dof in range(dofs)
+    ]
     dof = int(np.argmin(bounds))
     return (
-        f"joint '{_joint_of_dof(model, dof)}' has a limit spring of stiffness "
-        f"{stiffness[dof]:g} (limit_ke), stable only while substep < 2 sqrt(inertia / ke) = "
-        f"{bounds[dof]:.3g} s at the model's pose"
+        f"joint '{_joint_of_dof(model, dof)}' has a limit of stiffness {stiffness[dof]:g} and "
+        f"damping {damping[dof]:g} (limit_ke, limit_kd; inertia {inertia[dof]:.3g} with "
+        f"armature at the model's pose), {_bound_text(substep, bounds[dof])}"
     )
 
 
