@@ -193,3 +193,52 @@ def test_a_nan_gradient_of_a_finite_rollout_names_the_users_line(tmp_path):
         "torch.where"
     ), notice
     assert trainer.get_summary()["skipped_updates"] == 2  # the replay changed nothing
+
+
+class _GradientBooster(torch.autograd.Function):
+    """Identity forward; the backward multiplies the gradient (an exploding adjoint)."""
+
+    @staticmethod
+    def forward(ctx, value, factor):
+        ctx.factor = factor
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor, None
+
+
+class _ExplodingPointMass(PointMass):
+    """A finite rollout whose gradient through each step is multiplied by ``factor``."""
+
+    factor = 1.0
+
+    def _dynamics(self, state, action):
+        return super()._dynamics(state, _GradientBooster.apply(action, self.factor))
+
+
+def test_a_gradient_that_grew_until_it_overflowed_is_named_with_its_remedies(tmp_path):
+    env = _ExplodingPointMass(4, seed=0)
+    trainer = trainer_on(env, tmp_path, max_consecutive_skipped_updates=0)
+    notices: list[str] = []
+    trainer.notify = notices.append
+    env.factor = 1e5  # finite norms (1e6-1e9), far beyond what clipping is meant for
+    trainer.train(total_updates=2)
+    assert notices == [] and trainer.train_history[-1]["train/grad_norm"] > 1e6
+    env.factor = float("inf")  # the next window's gradient overflows; the rollout does not
+    trainer.train(total_updates=3)
+    (notice,) = notices
+    overflowed = trainer.train_history[-1]  # skipped for a non-finite norm, not an excessive one
+    assert (overflowed["train/skipped_update"], overflowed["train/skipped_excessive_gradient"]) == (
+        1.0,
+        0.0,
+    )
+    assert notice.startswith(
+        "update 3 was skipped: its policy gradient is not finite; its rollout was finite and "
+        "the updates before it had gradient norms up to "
+    )
+    assert notice.endswith(
+        "bound it with trainer.action_adjoint_max_norm (each env's action adjoint clipped, "
+        "e.g. 0.01 on DiffRLAnt), a shorter trainer.segment_length or a critic over shorter "
+        "windows (algorithm.name: shac)."
+    )

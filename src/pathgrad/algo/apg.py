@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -290,7 +291,7 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         norm, stepped = self._clip_and_step()
         if not stepped:
             self._update_active = False
-            return self._accumulated_metrics(norm, skipped=True, excessive=True)
+            return self._accumulated_metrics(norm, skipped=True, excessive=math.isfinite(norm))
         self._step_scheduler()
         self._update_active = False
         return self._accumulated_metrics(norm, skipped=False, excessive=False)

@@ -84,21 +84,55 @@ def describe_skipped_update(
     title = f"update {trainer.num_updates} was skipped"
     cause = _gradient_cause(trainer, metrics)
     hint = getattr(trainer.env, "instability_hint", None)  # a Newton env: its stiff terms
-    if callable(hint) and "not finite" in cause:  # not an excessive (finite) gradient
-        cause = f"{cause}; {hint()}"
-    if snapshot.env is not None and steps > 0:
-        found = _replay(trainer, snapshot, steps)
-        if found:
-            return f"{title}: {found}; {cause}."
-        if cause == "its policy gradient is not finite" and not callable(hint):
-            cause += " though its rollout was finite"
-            where = None
-            compiled = getattr(trainer, "compiled_update", None) is not None  # would recompile
-            if update is not None and not trainer.data_parallel.active and not compiled:
-                where = _locate_nan_gradient(trainer, snapshot, update)
-            cause += f"; the first NaN gradient is that of {where}" if where else ""
-            cause += f"; {_MASKED_BRANCH}"
-    return f"{title}: {cause}."
+    stiff = f"; {hint()}" if callable(hint) and "not finite" in cause else ""  # not excessive
+    if snapshot.env is None or steps <= 0:
+        return f"{title}: {cause}{stiff}."
+    found = _replay(trainer, snapshot, steps)
+    if found:
+        return f"{title}: {found}; {cause}{stiff}."
+    if cause != "its policy gradient is not finite":
+        return f"{title}: {cause}{stiff}."
+    growth = _growth_clause(trainer)
+    if growth:  # a finite rollout whose gradient had been growing: not a stiff step
+        return f"{title}: {cause}{growth}."
+    if stiff:
+        return f"{title}: {cause}{stiff}."
+    cause += " though its rollout was finite"
+    where = None
+    compiled = getattr(trainer, "compiled_update", None) is not None  # would recompile
+    if update is not None and not trainer.data_parallel.active and not compiled:
+        where = _locate_nan_gradient(trainer, snapshot, update)
+    cause += f"; the first NaN gradient is that of {where}" if where else ""
+    return f"{title}: {cause}; {_MASKED_BRANCH}."
+
+
+_GROWN_NORM = 1e6  # a norm before clipping this large says the gradient grows with the window
+
+
+def _growth_clause(trainer: Any) -> str:
+    """Where the applied updates' gradient norms (before clipping) had already exploded:
+    that, and the settings that bound it; '' otherwise."""
+    norms = [
+        entry.get("train/grad_norm")
+        for entry in getattr(trainer, "train_history", ())
+        if not entry.get("train/skipped_update")
+    ]
+    finite = [n for n in norms if isinstance(n, (int, float)) and math.isfinite(n)]
+    if not finite or max(finite) < _GROWN_NORM:
+        return ""
+    remedies = [
+        "trainer.action_adjoint_max_norm (each env's action adjoint clipped, e.g. 0.01 on "
+        "DiffRLAnt)",
+        "a shorter trainer.segment_length",
+    ]
+    if getattr(trainer.algorithm, "critic", None) is None:
+        remedies.append("a critic over shorter windows (algorithm.name: shac)")
+    return (
+        f"; its rollout was finite and the updates before it had gradient norms up to "
+        f"{max(finite):.3g} before clipping: the gradient through the window grows until it "
+        f"overflows, as through contacts and stiff dynamics; bound it with "
+        f"{', '.join(remedies[:-1])} or {remedies[-1]}"
+    )
 
 
 def _locate_nan_gradient(trainer: Any, snapshot: Any, update: Callable[[], Any]) -> str | None:
