@@ -270,8 +270,12 @@ def test_the_command_prints_a_line_per_check_and_exits_0(capsys):
     assert main(["check-env", "PointMass", "max_episode_steps=10", "--num-envs", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "check-env PointMass: 3 envs, float32, cpu, seed 0"
-    assert [line.split(":")[0] for line in lines[1:-1]] == list(CHECKS)
-    assert all(": ok" in line for line in lines[1:-1]) and "20 steps" in lines[5]
+    assert [line.split(":")[0] for line in lines[1:-2]] == list(CHECKS)
+    assert all(": ok" in line for line in lines[1:-2]) and "20 steps" in lines[5]
+    assert lines[-2].startswith(
+        "window gradients: norm of d(window return)/d(first action), median (max) of 3 envs: "
+        "1 step "
+    )
     assert lines[-1] == "PointMass: all 6 checks passed"
 
 

@@ -81,6 +81,7 @@ def command_check_env(args: argparse.Namespace) -> int:
     """``pathgrad check-env NAME [--module M] [options] [key=value ...]``."""
     from pathgrad.runs.run import build_env
     from pathgrad.testing import check_env
+    from pathgrad.testing.gradient_growth import describe_gradient_growth, window_gradient_norms
 
     options = _options(args)
     for module in options.module:
@@ -112,6 +113,9 @@ def command_check_env(args: argparse.Namespace) -> int:
     )
     result = check_env(env, seed=options.seed, gradients=not options.no_gradients)
     print(result)
+    if result["gradients"].passed and not result["gradients"].skipped:
+        norms = window_gradient_norms(env, seed=options.seed)
+        print(describe_gradient_growth(norms))
     failed = sum(not check.passed for check in result)
     total = len(result.checks)
     summary = f"{failed} of {total} checks failed" if failed else f"all {total} checks passed"
