@@ -211,3 +211,14 @@ def test_the_mass_matrix_kept_from_the_forward_pass_gives_the_same_gradients(int
     assert_same_windows(kept, evaluating, 6)
     assert "restore_mass_matrix" in kept.simulation._graphs
     assert "mass_matrix" in evaluating.simulation._graphs
+
+
+def test_a_step_that_no_backward_pass_follows_keeps_no_substep_inputs():
+    """Under no_grad (evaluation, critic targets) the step copies out nothing for a backward."""
+    env = DiffRLAnt(2, seed=0)
+    q, qd = env.state["joint_q"], env.state["joint_qd"]
+    force = torch.zeros(2, env.dofs)
+    kept = env.simulation.forward(q, qd, force)
+    bare = env.simulation.forward(q, qd, force, keep_inputs=False)
+    assert torch.equal(kept[0], bare[0]) and torch.equal(kept[1], bare[1])
+    assert len(kept[2]) == 16 and all(len(entry) == 4 for entry in kept[2]) and bare[2] == []

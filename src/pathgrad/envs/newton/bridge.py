@@ -370,28 +370,41 @@ class NewtonSimulation:
     # Torch side ------------------------------------------------------------------------
 
     def forward(
-        self, position: torch.Tensor, velocity: torch.Tensor, joint_f: torch.Tensor
+        self,
+        position: torch.Tensor,
+        velocity: torch.Tensor,
+        joint_f: torch.Tensor,
+        keep_inputs: bool = True,
     ) -> tuple[torch.Tensor, ...]:
         """Step without a tape from the carried coordinates.
 
         Returns the carried position and velocity after the step, for
         ``semi_implicit`` also the joint coordinates computed from them, and
         last each substep's input for the backward pass: position, velocity
-        and the contacts kept (``None`` where none are).
+        and the contacts kept (``None`` where none are); an empty list
+        without ``keep_inputs`` (no backward pass will follow).
         """
         self._x[0].copy_(position.detach().reshape(-1))
         self._v[0].copy_(velocity.detach().reshape(-1))
         self._f.copy_(joint_f.detach().reshape(-1))
         self._run("step", self._step_operations)
-        states = [(position.detach().reshape(-1), velocity.detach().reshape(-1))]
-        states += [(x.clone(), v.clone()) for x, v in zip(self._x[1:], self._v[1:], strict=True)]
-        x_final, v_final = states.pop()
-        saved = self.saved_contacts
-        contacts = [None] * self.substeps if saved is None else list(saved.rows())
-        inputs = [(x, v, c) for (x, v), c in zip(states, contacts, strict=True)]
+        x_final, v_final = self._x[-1].clone(), self._v[-1].clone()
+        inputs = self._substep_inputs(position, velocity) if keep_inputs else []
         if self.maximal:
             return x_final, v_final, self._final_q.clone(), self._final_qd.clone(), inputs
         return x_final, v_final, inputs
+
+    def _substep_inputs(
+        self, position: torch.Tensor, velocity: torch.Tensor
+    ) -> list[tuple[torch.Tensor | None, ...]]:
+        """Each substep's input of the last forward step: position, velocity, contacts."""
+        states = [(position.detach().reshape(-1), velocity.detach().reshape(-1))]
+        states += [
+            (x.clone(), v.clone()) for x, v in zip(self._x[1:-1], self._v[1:-1], strict=True)
+        ]
+        saved = self.saved_contacts
+        contacts = [None] * self.substeps if saved is None else list(saved.rows())
+        return [(x, v, c) for (x, v), c in zip(states, contacts, strict=True)]
 
     def _load_backward_input(self, substep_input: tuple[torch.Tensor | None, ...]) -> None:
         """Copy one substep's saved input (position, velocity, contacts) into place."""
@@ -477,7 +490,7 @@ class NewtonStep(torch.autograd.Function):
         joint_qd: torch.Tensor,
         joint_f: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        q, qd, inputs = simulation.forward(joint_q, joint_qd, joint_f)
+        q, qd, inputs = simulation.forward(joint_q, joint_qd, joint_f, any(ctx.needs_input_grad))
         ctx.simulation = simulation
         ctx.inputs = inputs
         ctx.shapes = (joint_q.shape, joint_qd.shape, joint_f.shape)
@@ -505,7 +518,9 @@ class NewtonBodyStep(torch.autograd.Function):
         body_qd: torch.Tensor,
         joint_f: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
-        x, v, q, qd, inputs = simulation.forward(body_q, body_qd, joint_f)
+        x, v, q, qd, inputs = simulation.forward(
+            body_q, body_qd, joint_f, any(ctx.needs_input_grad)
+        )
         ctx.simulation = simulation
         ctx.inputs = inputs
         ctx.final = (x, v)

@@ -117,12 +117,16 @@ class MassMatrixCachingSimulation(NewtonSimulation):
             self.saved_mass.save(k // self.interval)
 
     def forward(
-        self, position: torch.Tensor, velocity: torch.Tensor, joint_f: torch.Tensor
+        self,
+        position: torch.Tensor,
+        velocity: torch.Tensor,
+        joint_f: torch.Tensor,
+        keep_inputs: bool = True,
     ) -> tuple[torch.Tensor, ...]:
         """:meth:`NewtonSimulation.forward`, each block's first substep input also holding
         the mass matrix and factor the forward pass evaluated there (else ``None``)."""
-        x_final, v_final, inputs = super().forward(position, velocity, joint_f)
-        if self.saved_mass is None:
+        x_final, v_final, inputs = super().forward(position, velocity, joint_f, keep_inputs)
+        if self.saved_mass is None or not inputs:
             return x_final, v_final, inputs
         rows = self.saved_mass.rows()
         held = [

@@ -180,7 +180,7 @@ def _mass_matrix_at_rest(env: Any) -> np.ndarray | None:
             return None
         rows = env.num_envs
         zeros = torch.zeros(rows, dofs, device=env.device)
-        simulation.forward(env.default_joint_q.expand(rows, -1), zeros, zeros)
+        simulation.forward(env.default_joint_q.expand(rows, -1), zeros, zeros, keep_inputs=False)
         block = solver.H.numpy()[int(starts[0]) : int(starts[0]) + dofs * dofs]
         matrix = block.reshape(dofs, dofs).astype(np.float64)
         armature = getattr(solver, "joint_armature_effective", simulation.model.joint_armature)
