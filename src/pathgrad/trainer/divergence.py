@@ -84,19 +84,23 @@ def describe_skipped_update(
     title = f"update {trainer.num_updates} was skipped"
     cause = _gradient_cause(trainer, metrics)
     hint = getattr(trainer.env, "instability_hint", None)  # a Newton env: its stiff terms
-    stiff = f"; {hint()}" if callable(hint) and "not finite" in cause else ""  # not excessive
+    stiff = callable(hint) and "not finite" in cause  # not an excessive (finite) gradient
+
+    def line(text: str) -> str:  # the hint is computed only where it is said
+        return f"{title}: {text}; {hint()}." if stiff else f"{title}: {text}."
+
     if snapshot.env is None or steps <= 0:
-        return f"{title}: {cause}{stiff}."
+        return line(cause)
     found = _replay(trainer, snapshot, steps)
     if found:
-        return f"{title}: {found}; {cause}{stiff}."
+        return line(f"{found}; {cause}")
     if cause != "its policy gradient is not finite":
-        return f"{title}: {cause}{stiff}."
+        return line(cause)
     growth = _growth_clause(trainer)
     if growth:  # a finite rollout whose gradient had been growing: not a stiff step
         return f"{title}: {cause}{growth}."
     if stiff:
-        return f"{title}: {cause}{stiff}."
+        return line(cause)
     cause += " though its rollout was finite"
     where = None
     compiled = getattr(trainer, "compiled_update", None) is not None  # would recompile
