@@ -29,6 +29,10 @@ PENDULUM = ROOT / "configs" / "pendulum.yaml"
          "'policy.hidden_sizes'?)"),
         ("eval.num_env=3", "eval.num_env: unknown key (did you mean 'num_envs'?)"),  # a typo
         ("env.wobble=3", "env.wobble: unknown key"),  # nowhere: no hint
+        ("trainer.run_dir=/tmp/x", "trainer.run_dir: unknown key (run_dir is an option of the "
+         "command, not a config key: --run-dir DIR)"),
+        ("eval.nproc=2", "eval.nproc: unknown key (nproc is an option of the command, not a "
+         "config key: --nproc N)"),
     ],
 )  # fmt: skip
 def test_a_key_in_the_wrong_section_names_its_section(override, message):

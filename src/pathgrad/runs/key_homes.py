@@ -88,15 +88,29 @@ def _homes(data: dict[str, Any]) -> dict[str, set[str]]:
     return homes
 
 
+#: Settings of a command, not of the config: where each is given instead.
+COMMAND_LINE_ONLY = {
+    "run_dir": "--run-dir DIR",
+    "sweep_dir": "--sweep-dir DIR",
+    "nproc": "--nproc N",
+    "seeds": "--seeds S [S ...]",
+    "grid": "--grid KEY=V1,V2",
+    "jobs": "--jobs N",
+}
+
+
 def key_home_hint(data: dict[str, Any], loc: tuple[str, ...]) -> str:
     """`` (did you mean 'env.cfg.substeps'?)`` for a known key at an unknown ``loc``; else ``''``.
 
     ``loc`` is the unknown key's path (``("env", "substeps")``); only keys one
     level into a section, or into ``env.cfg``/``algorithm.cfg``, are looked up.
+    A setting of the command (``trainer.run_dir``) names its option instead.
     """
     if len(loc) < 2 or not isinstance(data, dict):
         return ""
     here, key = ".".join(loc[:-1]), loc[-1]
+    if key in COMMAND_LINE_ONLY and len(loc) == 2:
+        return f" ({key} is an option of the command, not a config key: {COMMAND_LINE_ONLY[key]})"
     try:
         homes = _homes(data)
     except Exception:  # noqa: BLE001 - a hint must not replace the error it adds to
