@@ -8,7 +8,9 @@ alike:
   matrix recomputed in the backward pass (the Ant as issue 25 found it);
 - ground-only contacts, 2 per shape pair (dflex's contact set);
 - each forward substep's contacts kept for the backward pass;
-- and the mass matrix kept too (today's).
+- and the mass matrix kept too;
+- and each substep's intermediates kept, so the backward pass recomputes
+  nothing (today's).
 
 Prints a Markdown table of median env-steps/s (forward without a graph
 excluded: the window is forward+backward, as SHAC trains) and the ratio to the
@@ -42,15 +44,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 from envs import window_seconds  # noqa: E402 - the window timing of benchmarks/envs.py
 
 # (class attributes, mass matrix kept) of each variant
+RECOMPUTE = {"keep_intermediates": False}
 VARIANTS = {
     "self-collisions, Newton's capacity, recomputed": (
-        {"self_collisions": True, "contacts_per_shape_pair": None, "keep_contacts": False},
+        {"self_collisions": True, "contacts_per_shape_pair": None, "keep_contacts": False,
+         **RECOMPUTE},
         False,
     ),
-    "ground only, 2 per pair, recomputed": ({"keep_contacts": False}, False),
-    "ground only, 2 per pair, contacts kept": ({}, False),
-    "ground only, 2 per pair, contacts and mass matrix kept (now)": ({}, True),
-}
+    "ground only, 2 per pair, recomputed": ({"keep_contacts": False, **RECOMPUTE}, False),
+    "ground only, 2 per pair, contacts kept": (RECOMPUTE, False),
+    "ground only, 2 per pair, contacts and mass matrix kept": (RECOMPUTE, True),
+    "ground only, 2 per pair, every intermediate kept, no recompute (now)": ({}, True),
+}  # fmt: skip
 
 
 def variant(attributes: dict[str, Any], keep_mass_matrix: bool) -> type:

@@ -221,4 +221,4 @@ def test_a_step_that_no_backward_pass_follows_keeps_no_substep_inputs():
     kept = env.simulation.forward(q, qd, force)
     bare = env.simulation.forward(q, qd, force, keep_inputs=False)
     assert torch.equal(kept[0], bare[0]) and torch.equal(kept[1], bare[1])
-    assert len(kept[2]) == 16 and all(len(entry) == 4 for entry in kept[2]) and bare[2] == []
+    assert len(kept[2]) == 16 and all(len(entry) == 5 for entry in kept[2]) and bare[2] == []

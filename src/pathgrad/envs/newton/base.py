@@ -104,6 +104,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
     contact_signal_frame = "world_origin"
     # Keep each forward substep's contacts for the backward pass (NewtonSimulation).
     keep_contacts = True
+    # Keep each forward substep's intermediates for its adjoint (no recompute; more memory).
+    keep_intermediates = True
 
     def __init__(
         self,
@@ -185,6 +187,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
             contacts_per_shape_pair=self.contacts_per_shape_pair,
             contact_signal_frame=self.contact_signal_frame,
             keep_contacts=self.keep_contacts,
+            keep_intermediates=self.keep_intermediates,
         )
         self._contact_watch = ContactCapacityWatch()
         self.dt = float(dt)

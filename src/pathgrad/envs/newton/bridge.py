@@ -3,22 +3,23 @@
 One env step is one :class:`torch.autograd.Function`: joint positions,
 velocities and generalized forces (torch, ``[N, ...]``) go in, the joint
 positions and velocities after ``substeps`` solver steps come out, copied out
-of Warp's memory. Backward recomputes each substep from its saved input under
-its own ``wp.Tape`` and backpropagates it at once, in reverse order: the
-solver's shared buffers (Featherstone keeps its mass matrix and Cholesky
-factors on the solver object, NVIDIA/warp#260) then always hold the values of
-the substep being differentiated, and memory stays flat however long the
-window (only each substep's input state is kept). The contact set is frozen
-per substep (collision detection is not differentiated): what each forward
-substep detected is kept and put back for its recompute
-(:mod:`pathgrad.envs.newton.saved_arrays`; ``keep_contacts=False`` detects
-it again, identically, for less memory).
+of Warp's memory. Backward differentiates each substep in reverse order under a
+``wp.Tape``, from its saved input: the solver's shared buffers (Featherstone
+keeps its mass matrix and Cholesky factors on the solver object,
+NVIDIA/warp#260) then hold the values of the substep being differentiated.
+What the forward pass computed is kept and put back rather than computed again
+(the same gradients, bit for bit): the contact set it detected
+(:mod:`~pathgrad.envs.newton.saved_arrays`; collision detection is not
+differentiated) and, for Featherstone, every intermediate its adjoint reads,
+under a tape recorded once (:mod:`~pathgrad.envs.newton.kept_intermediates`).
+``keep_contacts=False`` and ``keep_intermediates=False`` recompute them instead,
+for less memory.
 
 Every Warp operation works on buffers allocated once, so the forward step, one
-substep's recompute-and-adjoint and the zeroing of its adjoints are each
-captured once as a Warp graph and replayed (``capture=True``, the default; on
-the CPU Warp replays a graph in C++, which removes the Python cost of every
-kernel launch). Torch reads and writes those buffers through shared views.
+substep's adjoint and the zeroing of its adjoints are each captured once as a
+Warp graph and replayed (``capture=True``; on the CPU Warp replays a graph in
+C++, without the Python cost of every kernel launch). Torch reads and writes
+those buffers through shared views.
 
 Solvers: ``featherstone`` integrates joint coordinates, which are the state
 carried between steps. ``semi_implicit`` integrates maximal coordinates (body
@@ -42,7 +43,9 @@ import torch
 import warp as wp
 
 from pathgrad.envs.newton.contact_signal import ContactSignal
+from pathgrad.envs.newton.kept_intermediates import KeptIntermediates, keep_intermediates
 from pathgrad.envs.newton.saved_arrays import SavedArrays, contact_detection_arrays
+from pathgrad.envs.newton.step_functions import NewtonBodyStep, NewtonStep
 from pathgrad.envs.newton.warp_graphs import (
     restore_external_forces,
     run_captured,
@@ -99,6 +102,10 @@ class NewtonSimulation:
             pass instead of detecting them again (same gradients, bit for bit;
             :mod:`pathgrad.envs.newton.saved_arrays`, memory per env step
             ``substeps x`` ``saved_contacts.bytes_per_slot``).
+        keep_intermediates: Featherstone: keep every intermediate of each forward
+            substep that its adjoint reads, so that the backward pass computes
+            nothing again (same gradients, bit for bit;
+            :mod:`pathgrad.envs.newton.kept_intermediates`).
     """
 
     def __init__(
@@ -114,6 +121,7 @@ class NewtonSimulation:
         contacts_per_shape_pair: int | None = None,
         contact_signal_frame: str = "world_origin",
         keep_contacts: bool = True,
+        keep_intermediates: bool = False,
     ) -> None:
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {list(SOLVERS)}, got '{solver}'.")
@@ -167,6 +175,11 @@ class NewtonSimulation:
                 model, self.solver, self.substeps, dt, frame=contact_signal_frame
             )
         self._tape: Any = None
+        # Each substep's intermediates, kept for its adjoint (set up at the first step).
+        self._keep_requested = bool(keep_intermediates) and not self.maximal
+        self.kept: dict[Any, KeptIntermediates] | None = None
+        self._kept_tapes: dict[Any, Any] = {}
+        self._variant_key: Any = None
         self._graphs: dict[str, Any] = {}
         self._stream = torch_ordered_stream(model.device)
         # Torch views (flat) of the buffers torch reads and writes; x and v are the
@@ -260,6 +273,22 @@ class NewtonSimulation:
         """Warp operations after forward substep ``k``: keep what the backward pass reuses."""
         if self.saved_contacts is not None:
             self.saved_contacts.save(k)
+        if self.kept is not None:
+            self.kept[self._variant_of(k)].save(k)
+
+    # Tape variants: substeps that run different kernels (a mass matrix evaluated or held).
+    def _variants(self) -> list[Any]:
+        return [None]
+
+    def _variant_of(self, k: int) -> Any:
+        return None
+
+    def _set_variant(self, key: Any) -> None:
+        self._variant_key = key
+
+    def _kept_elsewhere(self) -> tuple[Any, ...]:
+        """Arrays a subclass keeps or evaluates again itself (not kept per substep)."""
+        return ()
 
     def _forward_kinematics_operations(self) -> None:
         initial = self._initial
@@ -281,16 +310,21 @@ class NewtonSimulation:
             array.grad.zero_()
 
     def _adjoint_operations(self) -> None:
-        """One substep recomputed under a tape and backpropagated (output adjoints set)."""
+        """One substep backpropagated (output adjoints set): its kept intermediates put back
+        under the tape recorded once, or the substep recomputed under a new tape."""
         self._prepare_backward()
-        self._tape = wp.Tape()
-        with self._tape:
-            self._substep(
-                self._backward_in,
-                self._backward_out,
-                self._backward_control,
-                detect=self.saved_contacts is None,
-            )
+        if self.kept is not None:
+            self.kept[self._variant_key].restore()
+            self._tape = self._kept_tapes[self._variant_key]
+        else:
+            self._tape = wp.Tape()
+            with self._tape:
+                self._substep(
+                    self._backward_in,
+                    self._backward_out,
+                    self._backward_control,
+                    detect=self.saved_contacts is None,
+                )
         if not self.maximal:
             restore_external_forces(self._backward_out)
         self._tape.backward()
@@ -321,6 +355,11 @@ class NewtonSimulation:
         and the contacts kept (``None`` where none are); an empty list
         without ``keep_inputs`` (no backward pass will follow).
         """
+        if self._keep_requested:  # once, before the step's graph is captured
+            self._keep_requested = False
+            found = keep_intermediates(self)
+            if found is not None:
+                self.kept, self._kept_tapes = found
         self._x[0].copy_(position.detach().reshape(-1))
         self._v[0].copy_(velocity.detach().reshape(-1))
         self._f.copy_(joint_f.detach().reshape(-1))
@@ -341,15 +380,24 @@ class NewtonSimulation:
         ]
         saved = self.saved_contacts
         contacts = [None] * self.substeps if saved is None else list(saved.rows())
-        return [(x, v, c) for (x, v), c in zip(states, contacts, strict=True)]
+        kept: list[Any] = [None] * self.substeps
+        if self.kept is not None:
+            rows = {key: store.rows() for key, store in self.kept.items()}
+            keys = [self._variant_of(k) for k in range(self.substeps)]
+            kept = [(key, self.kept[key].row(rows[key], k)) for k, key in enumerate(keys)]
+        return [(x, v, c, r) for (x, v), c, r in zip(states, contacts, kept, strict=True)]
 
     def _load_backward_input(self, substep_input: tuple[torch.Tensor | None, ...]) -> None:
         """Copy one substep's saved input (position, velocity, contacts) into place."""
-        x_in, v_in, contacts_in = substep_input[:3]
+        x_in, v_in, contacts_in, kept_in = substep_input[:4]
         self._backward_x.copy_(x_in)
         self._backward_v.copy_(v_in)
         if contacts_in is not None and self.saved_contacts is not None:
             self.saved_contacts.load(contacts_in)
+        if kept_in is not None and self.kept is not None:
+            key, row = kept_in
+            self.kept[key].load(row)
+            self._set_variant(key)
 
     def contact_overflow(self) -> int | None:
         """The most contacts one forward substep has needed, when more than fit; else ``None``.
@@ -413,66 +461,3 @@ class NewtonSimulation:
             grad_f = grad_f + self._grad_f
             self._run("zero_adjoint", self._zero_adjoint_operations)
         return grad_x, grad_v, grad_f
-
-
-class NewtonStep(torch.autograd.Function):
-    """``(joint_q, joint_qd, joint_f) -> (joint_q', joint_qd')`` through a simulation
-    whose carried coordinates are the joint ones (``featherstone``)."""
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        simulation: NewtonSimulation,
-        joint_q: torch.Tensor,
-        joint_qd: torch.Tensor,
-        joint_f: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        q, qd, inputs = simulation.forward(joint_q, joint_qd, joint_f, any(ctx.needs_input_grad))
-        ctx.simulation = simulation
-        ctx.inputs = inputs
-        ctx.shapes = (joint_q.shape, joint_qd.shape, joint_f.shape)
-        ctx.save_for_backward(joint_f)
-        return q.reshape(joint_q.shape), qd.reshape(joint_qd.shape)
-
-    @staticmethod
-    def backward(ctx: Any, grad_q: torch.Tensor, grad_qd: torch.Tensor) -> tuple[Any, ...]:
-        (joint_f,) = ctx.saved_tensors
-        q_shape, qd_shape, f_shape = ctx.shapes
-        gq, gqd, gf = ctx.simulation.backward(ctx.inputs, joint_f, grad_q, grad_qd)
-        return None, gq.reshape(q_shape), gqd.reshape(qd_shape), gf.reshape(f_shape)
-
-
-class NewtonBodyStep(torch.autograd.Function):
-    """``(body_q, body_qd, joint_f) -> (body_q', body_qd', joint_q', joint_qd')`` through
-    a simulation that carries body coordinates (``semi_implicit``); the joint
-    coordinates are Newton's inverse kinematics of the resulting bodies."""
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        simulation: NewtonSimulation,
-        body_q: torch.Tensor,
-        body_qd: torch.Tensor,
-        joint_f: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
-        x, v, q, qd, inputs = simulation.forward(
-            body_q, body_qd, joint_f, any(ctx.needs_input_grad)
-        )
-        ctx.simulation = simulation
-        ctx.inputs = inputs
-        ctx.final = (x, v)
-        ctx.shapes = (body_q.shape, body_qd.shape, joint_f.shape)
-        ctx.save_for_backward(joint_f)
-        rows = body_q.shape[0]
-        x, v = x.reshape(body_q.shape), v.reshape(body_qd.shape)
-        return x, v, q.view(rows, -1), qd.view(rows, -1)
-
-    @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[Any, ...]:
-        (joint_f,) = ctx.saved_tensors
-        x_shape, v_shape, f_shape = ctx.shapes
-        grad_x, grad_v, grad_q, grad_qd = grads
-        gx, gv, gf = ctx.simulation.backward(
-            ctx.inputs, joint_f, grad_x, grad_v, (*ctx.final, grad_q, grad_qd)
-        )
-        return None, gx.reshape(x_shape), gv.reshape(v_shape), gf.reshape(f_shape)

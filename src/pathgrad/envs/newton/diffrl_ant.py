@@ -138,6 +138,19 @@ class MassMatrixCachingSimulation(NewtonSimulation):
         """Make the solver's next step evaluate the mass matrix, or reuse the held one."""
         self.solver._step = 0 if evaluate else 1  # the solver decides by _step % interval
 
+    def _variants(self) -> list[Any]:
+        return [True, False]  # evaluates the mass matrix, or reuses it
+
+    def _variant_of(self, k: int) -> Any:
+        return k % self.interval == 0
+
+    def _set_variant(self, key: Any) -> None:
+        super()._set_variant(key)
+        self._count_from(bool(key))
+
+    def _kept_elsewhere(self) -> tuple[Any, ...]:
+        return (self.solver.H, self.solver.L)  # held per block (or evaluated again)
+
     def _step_operations(self) -> None:
         self._count_from(True)
         super()._step_operations()
@@ -154,7 +167,7 @@ class MassMatrixCachingSimulation(NewtonSimulation):
         )
 
     def _cached_adjoint_operations(self, evaluate: bool) -> None:
-        self._count_from(evaluate)
+        self._set_variant(evaluate)
         self._adjoint_operations()
         self._tapes[evaluate] = self._tape
 
@@ -179,7 +192,7 @@ class MassMatrixCachingSimulation(NewtonSimulation):
             first = k - k % self.interval
             if k != first and k == min(first + self.interval, count) - 1:
                 if self.saved_mass is not None:
-                    self.saved_mass.load(inputs[first][3])
+                    self.saved_mass.load(inputs[first][4])
                     self._run("restore_mass_matrix", self.saved_mass.restore)
                 else:
                     self._load_backward_input(inputs[first])
@@ -276,6 +289,7 @@ class DiffRLAnt(NewtonAnt):
                 contacts_per_shape_pair=self.contacts_per_shape_pair,
                 contact_signal_frame=self.contact_signal_frame,
                 keep_contacts=self.keep_contacts,
+                keep_intermediates=self.keep_intermediates,
             )
         self.state = self._initial_state(self.num_envs)  # the start pose is set only now
 

@@ -131,7 +131,8 @@ class DiffRLPlanarEnv(NewtonEnv):
         )
         options = {"substeps": substeps, "dt": dt, "contacts": True,
                    "solver_options": solver_options, "capture": capture,
-                   "keep_contacts": self.keep_contacts}  # fmt: skip
+                   "keep_contacts": self.keep_contacts,
+                   "keep_intermediates": self.keep_intermediates}  # fmt: skip
         if self.mass_matrix_interval > 1:
             self.simulation = MassMatrixCachingSimulation(
                 self.simulation.model, mass_matrix_interval=self.mass_matrix_interval, **options

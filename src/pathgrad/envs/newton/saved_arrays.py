@@ -81,7 +81,11 @@ class SavedArrays:
 
     def save(self, slot: int) -> None:
         """Warp operations: copy the arrays into row ``slot``."""
-        for saved, array in zip(self._row_views[slot], self._arrays, strict=True):
+        self.save_from(slot, self._arrays)
+
+    def save_from(self, slot: int, sources: Sequence[Any]) -> None:
+        """Warp operations: copy ``sources`` (shaped as the arrays) into row ``slot``."""
+        for saved, array in zip(self._row_views[slot], sources, strict=True):
             wp.copy(saved, array)
 
     def rows(self) -> torch.Tensor:

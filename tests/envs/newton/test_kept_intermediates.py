@@ -1,0 +1,86 @@
+"""A substep's intermediates kept from the forward pass: the same gradients, no recompute."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
+
+import pathgrad.envs.newton as backend  # noqa: E402
+from helpers import assert_same_windows, window_with_gradients  # noqa: E402
+from pathgrad.envs.newton import kept_intermediates  # noqa: E402
+from pathgrad.envs.newton.saved_arrays import SavedArrays  # noqa: E402
+
+
+def _recomputing(cls):
+    return type(cls.__name__, (cls,), {"keep_intermediates": False})
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("DiffRLAnt", {}),  # a mass matrix per step: two tapes (evaluating, reusing)
+        ("DiffRLAnt", {"mass_matrix_interval": 4}),
+        ("DiffRLHopper", {}),
+        ("NewtonAnt", {}),  # a mass matrix every substep: one tape
+    ],
+)
+def test_kept_intermediates_give_the_gradients_of_a_recompute_bit_for_bit(name, options):
+    cls = getattr(backend, name)
+    kept, recomputing = cls(2, seed=0, **options), _recomputing(cls)(2, seed=0, **options)
+    assert_same_windows(kept, recomputing, 24)
+    assert kept.simulation.kept is not None and recomputing.simulation.kept is None
+    # The adjoint replays the tapes recorded once: no substep ran under a new tape.
+    tapes = kept.simulation._kept_tapes.values()
+    assert any(kept.simulation._tape is tape for tape in tapes)
+
+
+def test_the_backward_pass_reads_the_intermediates_it_kept(monkeypatch):
+    """Staging zeros instead of the kept rows changes the gradients: the rows are used."""
+    env = backend.DiffRLAnt(2, seed=0)
+    _, _, right = window_with_gradients(env, 12)
+    original = SavedArrays.load
+    stores = {id(store._store) for store in env.simulation.kept.values()}
+
+    def zero_kept(self, row):
+        if id(self) in stores:
+            self._staged.zero_()
+        else:
+            original(self, row)
+
+    monkeypatch.setattr(SavedArrays, "load", zero_kept)
+    _, _, without = window_with_gradients(env, 12)
+    assert torch.isfinite(right).all() and not torch.equal(right, without)
+
+
+def test_a_tape_that_cannot_be_placed_falls_back_to_the_recompute(monkeypatch):
+    monkeypatch.setattr(kept_intermediates, "kept_arrays", lambda *args: None)
+    env = backend.DiffRLAnt(2, seed=0)
+    twin = _recomputing(backend.DiffRLAnt)(2, seed=0)
+    assert_same_windows(env, twin, 6)
+    assert env.simulation.kept is None
+
+
+def test_an_array_of_a_state_that_no_owner_holds_cannot_be_placed():
+    """A view into a backward state's buffer (the forward pass has its own) is refused, and a
+    recorded entry holding arrays of its own is too."""
+    import warp as wp
+
+    env = backend.DiffRLAnt(1, seed=0)
+    simulation = env.simulation
+    state_view = wp.array(
+        ptr=simulation._backward_out.joint_qd.ptr, dtype=wp.float32, shape=(2,), device="cpu"
+    )
+
+    class Tape:
+        launches = [[None, 1, 0, [state_view], []]]
+
+    assert kept_intermediates.kept_arrays(Tape(), simulation) is None
+
+    class Entry:
+        def __init__(self):
+            self.arrays = [simulation._backward_out.joint_qd]
+
+    Tape.launches = [Entry()]
+    assert kept_intermediates.kept_arrays(Tape(), simulation) is None
