@@ -84,3 +84,32 @@ def test_an_array_of_a_state_that_no_owner_holds_cannot_be_placed():
 
     Tape.launches = [Entry()]
     assert kept_intermediates.kept_arrays(Tape(), simulation) is None
+
+
+def test_rows_handed_out_are_never_overwritten_and_released_buffers_are_reused(monkeypatch):
+    """The per-step copies come from a pool: a buffer is reused only once nothing holds it
+    (the returned tensor or any view of it), and the pool is bounded."""
+    import warp as wp
+
+    from pathgrad.envs.newton import saved_arrays
+
+    array = wp.zeros(8, dtype=wp.float32, device="cpu")
+    saved = SavedArrays([array], 2)
+    values = wp.to_torch(array)
+    held = []
+    for step in range(5):
+        values.fill_(float(step))
+        saved.save(0)
+        rows = saved.rows()
+        held.append(rows if step % 2 else rows[0])  # the whole copy, or a view of a row
+    for step, kept in enumerate(held):
+        row = kept if kept.ndim == 1 else kept[0]
+        assert torch.equal(row[:32].view(torch.float32), torch.full((8,), float(step)))
+    pooled = len(saved._pool)
+    del held, rows, kept, row
+    for _ in range(3):
+        saved.rows()
+    assert len(saved._pool) == pooled == 5  # released buffers reused, none added
+    monkeypatch.setattr(saved_arrays, "POOLED_BUFFERS", 5)
+    extra = [saved.rows() for _ in range(7)]
+    assert len(saved._pool) == 5 and len({t.data_ptr() for t in extra}) == 7

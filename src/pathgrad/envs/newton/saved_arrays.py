@@ -16,7 +16,9 @@ from the forward pass instead, bit for bit:
 
 :class:`SavedArrays` keeps a list of arrays as one byte row per slot
 (``[slots, bytes]``): Warp copies them in and out inside the captured graphs,
-torch clones the rows once per env step.
+torch copies the rows out once per env step, into a buffer of a pool that no
+earlier step's rows still use (a fresh allocation of megabytes per step cost
+more than the copy, in page faults).
 """
 
 from __future__ import annotations
@@ -32,6 +34,16 @@ __all__ = ["SavedArrays", "contact_detection_arrays"]
 # Arrays of newton.Contacts that the solver writes (not collision detection).
 _SOLVER_OUTPUTS = ("rigid_contact_force",)
 _ALIGNMENT = 16
+# Buffers of rows kept for reuse per SavedArrays (more are allocated and not kept).
+POOLED_BUFFERS = 64
+
+
+def _storage_users(tensor: torch.Tensor) -> int | None:
+    """References to ``tensor``'s storage (views included), ``None`` where torch cannot say."""
+    try:
+        return int(torch._C._storage_Use_Count(tensor.untyped_storage()._cdata))
+    except (AttributeError, RuntimeError):  # a private torch API: no pool without it
+        return None
 
 
 def contact_detection_arrays(contacts: Any) -> list[Any]:
@@ -69,6 +81,8 @@ class SavedArrays:
         self._rows = torch.zeros(slots, size, dtype=torch.uint8, device=device)
         self._staged = torch.zeros(size, dtype=torch.uint8, device=device)
         self._row_views = [self._views(self._rows[slot], offsets) for slot in range(slots)]
+        self._pool: list[torch.Tensor] = []
+        self._unused_users = _storage_users(self._rows)
         self._staged_views = self._views(self._staged, offsets)
 
     def _views(self, row: torch.Tensor, offsets: list[int]) -> list[Any]:
@@ -89,8 +103,22 @@ class SavedArrays:
             wp.copy(saved, array)
 
     def rows(self) -> torch.Tensor:
-        """A copy of every row, ``[slots, bytes]``."""
-        return self._rows.clone()
+        """A copy of every row, ``[slots, bytes]`` (in a buffer nothing else uses)."""
+        buffer = self._unused_buffer()
+        buffer.copy_(self._rows)
+        return buffer[...]  # a view: the buffer counts as used while the caller holds it
+
+    def _unused_buffer(self) -> torch.Tensor:
+        """A pooled buffer that no tensor or view outside the pool holds, else a new one."""
+        if self._unused_users is None:
+            return torch.empty_like(self._rows)
+        for buffer in self._pool:
+            if _storage_users(buffer) == self._unused_users:
+                return buffer
+        buffer = torch.empty_like(self._rows)
+        if len(self._pool) < POOLED_BUFFERS:
+            self._pool.append(buffer)
+        return buffer
 
     def load(self, row: torch.Tensor) -> None:
         """Stage one row (torch) for :meth:`restore`."""
