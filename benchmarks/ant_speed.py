@@ -128,7 +128,15 @@ def main() -> None:
         help="instead, time SHAC training: UPDATES updates per variant and round",
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2, help="rounds of SHAC runs")
+    parser.add_argument(
+        "--variants", type=int, nargs="+", metavar="I",
+        help="measure only these rows (0-based; the first is the ratios' base)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.variants:
+        chosen = list(VARIANTS.items())
+        VARIANTS.clear()
+        VARIANTS.update(chosen[i] for i in args.variants)
     torch.set_num_threads(1)
     if args.shac:
         rates = shac_rates(args)

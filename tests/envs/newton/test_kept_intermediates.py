@@ -113,3 +113,13 @@ def test_rows_handed_out_are_never_overwritten_and_released_buffers_are_reused(m
     monkeypatch.setattr(saved_arrays, "POOLED_BUFFERS", 5)
     extra = [saved.rows() for _ in range(7)]
     assert len(saved._pool) == 5 and len({t.data_ptr() for t in extra}) == 7
+
+
+def test_a_solver_counting_its_own_mass_matrix_updates_is_recomputed():
+    """Newton's ``update_mass_matrix_interval`` picks the substeps by its own count: one
+    recorded tape cannot stand for both kinds, so nothing is kept."""
+    env = backend.NewtonAnt(1, seed=0, solver_options={"update_mass_matrix_interval": 2})
+    env.reset(seed=0)
+    action = torch.zeros(1, env.action_dim, requires_grad=True)
+    env.step(action)[1].sum().backward()
+    assert env.simulation.kept is None and torch.isfinite(action.grad).all()

@@ -351,8 +351,9 @@ class NewtonSimulation:
 
         Returns the carried position and velocity after the step, for
         ``semi_implicit`` also the joint coordinates computed from them, and
-        last each substep's input for the backward pass: position, velocity
-        and the contacts kept (``None`` where none are); an empty list
+        last each substep's input for the backward pass: position, velocity,
+        the contacts kept (``None`` where none are) and the intermediates kept
+        (``(variant, row)``, ``None`` where none are); an empty list
         without ``keep_inputs`` (no backward pass will follow).
         """
         if self._keep_requested:  # once, before the step's graph is captured
@@ -388,7 +389,8 @@ class NewtonSimulation:
         return [(x, v, c, r) for (x, v), c, r in zip(states, contacts, kept, strict=True)]
 
     def _load_backward_input(self, substep_input: tuple[torch.Tensor | None, ...]) -> None:
-        """Copy one substep's saved input (position, velocity, contacts) into place."""
+        """Copy one substep's saved input (position, velocity, contacts, intermediates) into
+        place."""
         x_in, v_in, contacts_in, kept_in = substep_input[:4]
         self._backward_x.copy_(x_in)
         self._backward_v.copy_(v_in)

@@ -196,12 +196,15 @@ def keep_intermediates(
     Runs an untaped substep on the forward buffers and one taped substep per variant on the
     backward buffers (scratch; called before the first step).
     """
+    variants = simulation._variants()
+    if variants == [None] and getattr(simulation.solver, "update_mass_matrix_interval", 1) != 1:
+        return None  # the solver counts which substeps evaluate the mass matrix: not one tape
     kept, tapes = {}, {}
     # An untaped step first: the solver allocates its scratch at its first one.
     simulation._substep(
         simulation._states[0], simulation._states[1], simulation._control, detect=False
     )
-    for key in simulation._variants():
+    for key in variants:
         substeps = [k for k in range(simulation.substeps) if simulation._variant_of(k) == key]
         if not substeps:
             continue
