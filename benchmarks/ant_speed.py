@@ -10,7 +10,9 @@ alike:
 - each forward substep's contacts kept for the backward pass;
 - and the mass matrix kept too;
 - and each substep's intermediates kept, so the backward pass recomputes
-  nothing (today's).
+  nothing;
+- and the mass matrix's adjoint written out instead of Warp's tile adjoint
+  (today's).
 
 Prints a Markdown table of median env-steps/s (forward without a graph
 excluded: the window is forward+backward, as SHAC trains) and the ratio to the
@@ -43,29 +45,32 @@ from pathgrad.envs.newton import DiffRLAnt
 sys.path.insert(0, str(Path(__file__).parent))
 from envs import window_seconds  # noqa: E402 - the window timing of benchmarks/envs.py
 
-# (class attributes, mass matrix kept) of each variant
+# (class attributes, mass matrix kept, mass matrix's adjoint written out) of each variant
 RECOMPUTE = {"keep_intermediates": False}
 VARIANTS = {
     "self-collisions, Newton's capacity, recomputed": (
         {"self_collisions": True, "contacts_per_shape_pair": None, "keep_contacts": False,
          **RECOMPUTE},
-        False,
+        False, False,
     ),
-    "ground only, 2 per pair, recomputed": ({"keep_contacts": False, **RECOMPUTE}, False),
-    "ground only, 2 per pair, contacts kept": (RECOMPUTE, False),
-    "ground only, 2 per pair, contacts and mass matrix kept": (RECOMPUTE, True),
-    "ground only, 2 per pair, every intermediate kept, no recompute (now)": ({}, True),
+    "ground only, 2 per pair, recomputed": ({"keep_contacts": False, **RECOMPUTE}, False, False),
+    "ground only, 2 per pair, contacts kept": (RECOMPUTE, False, False),
+    "ground only, 2 per pair, contacts and mass matrix kept": (RECOMPUTE, True, False),
+    "ground only, 2 per pair, every intermediate kept, no recompute": ({}, True, False),
+    "and the mass matrix's adjoint written out (now)": ({}, True, True),
 }  # fmt: skip
 
 
-def variant(attributes: dict[str, Any], keep_mass_matrix: bool) -> type:
-    """``DiffRLAnt`` with ``attributes``, its mass matrix kept or evaluated again."""
+def variant(attributes: dict[str, Any], keep_mass_matrix: bool, written_out: bool) -> type:
+    """``DiffRLAnt`` with ``attributes``, its mass matrix kept or evaluated again, its
+    adjoint Warp's or written out (:mod:`pathgrad.envs.newton.inertia_adjoint`)."""
 
     class Variant(DiffRLAnt):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             if not keep_mass_matrix:
                 self.simulation.saved_mass = None  # evaluated again in the backward pass
+            self.simulation.written_out_inertia_adjoint = written_out
 
     for key, value in attributes.items():
         setattr(Variant, key, value)
@@ -75,8 +80,8 @@ def variant(attributes: dict[str, Any], keep_mass_matrix: bool) -> type:
 def window_rates(args: argparse.Namespace) -> dict[str, float]:
     """Median env-steps/s of forward+backward windows, variants in alternation."""
     envs = {}
-    for name, (attributes, keep_mass_matrix) in VARIANTS.items():
-        envs[name] = variant(attributes, keep_mass_matrix)(args.num_envs, seed=0)
+    for name, options in VARIANTS.items():
+        envs[name] = variant(*options)(args.num_envs, seed=0)
         envs[name].reset(seed=0)
     generator = torch.Generator().manual_seed(0)
     times: dict[str, list[float]] = {name: [] for name in envs}
@@ -95,10 +100,10 @@ def shac_rates(args: argparse.Namespace) -> dict[str, float]:
     steps_per_update = args.num_envs * 32
     with tempfile.TemporaryDirectory() as runs:
         for round_ in range(args.rounds):
-            for index, (name, (attributes, keep)) in enumerate(VARIANTS.items()):
+            for index, (name, options) in enumerate(VARIANTS.items()):
                 env_name = f"DiffRLAntSpeedVariant{index}"
                 if round_ == 0:
-                    register_learning_env(env_name)(variant(attributes, keep))
+                    register_learning_env(env_name)(variant(*options))
                 times: list[float] = []
 
                 def record(kind: str, entry: dict[str, Any], times: list[float] = times) -> None:

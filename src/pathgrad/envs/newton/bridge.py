@@ -43,6 +43,7 @@ import torch
 import warp as wp
 
 from pathgrad.envs.newton.contact_signal import ContactSignal
+from pathgrad.envs.newton.inertia_adjoint import replace_tile_adjoints
 from pathgrad.envs.newton.kept_intermediates import KeptIntermediates, keep_intermediates
 from pathgrad.envs.newton.saved_arrays import SavedArrays, contact_detection_arrays
 from pathgrad.envs.newton.step_functions import NewtonBodyStep, NewtonStep
@@ -181,6 +182,8 @@ class NewtonSimulation:
         self._kept_tapes: dict[Any, Any] = {}
         self._variant_key: Any = None
         self._graphs: dict[str, Any] = {}
+        # CPU: the mass matrix's adjoint by inertia_adjoint (Warp's tile adjoint is 3-8x slower)
+        self.written_out_inertia_adjoint = bool(model.device.is_cpu)
         self._stream = torch_ordered_stream(model.device)
         # Torch views (flat) of the buffers torch reads and writes; x and v are the
         # carried coordinates (joint ones, or body ones for semi_implicit).
@@ -327,6 +330,8 @@ class NewtonSimulation:
                 )
         if not self.maximal:
             restore_external_forces(self._backward_out)
+            if self.written_out_inertia_adjoint:
+                replace_tile_adjoints(self._tape)
         self._tape.backward()
 
     def _zero_adjoint_operations(self) -> None:
