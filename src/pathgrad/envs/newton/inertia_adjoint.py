@@ -62,8 +62,8 @@ def _kernels(num_dofs: int) -> tuple[Any, Any]:
                 mj[c] += m * j
                 mtj[c] += mt * j
         for c in range(n):
-            g = float(0.0)
-            v = float(0.0)
+            g = float(0.0)  # noqa: UP018 - a Warp variable, not a constant
+            v = float(0.0)  # noqa: UP018 - a Warp variable, not a constant
             for d in range(n):
                 g += mj[d] * H_grad[a, c, d] + mtj[d] * H_grad[a, d, c]
                 v += H_grad[a, c, d] * J[a, row, d]
@@ -80,7 +80,7 @@ def _kernels(num_dofs: int) -> tuple[Any, Any]:
         a, row = wp.tid()
         base = (row // 6) * 6
         for k in range(6):
-            s = float(0.0)
+            s = float(0.0)  # noqa: UP018 - a Warp variable, not a constant
             for i in range(n):
                 s += J[a, row, i] * J_dH[a, base + k, i]
             M_grad[a, row, base + k] = M_grad[a, row, base + k] + s
