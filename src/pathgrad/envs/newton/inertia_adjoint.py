@@ -13,7 +13,7 @@ What that adjoint has to carry is ``H``'s: Newton's dense solve
 into both ``H``'s and ``L``'s adjoint arrays, and the Cholesky factor's own
 adjoint must not add ``L``'s again (Warp's tile adjoint reads nothing from it:
 tested). :func:`replace_tile_adjoints` puts in its place, on a recorded
-``wp.Tape``, three small kernels of the closed forms
+``wp.Tape``, two small kernels of the closed forms
 
     dJ_b += M_b J_b dH^T + M_b^T J_b dH,    dM_b += J_b dH J_b^T
 
