@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ import warp as wp  # noqa: E402
 
 from helpers import window_with_gradients  # noqa: E402
 from pathgrad.envs.newton import DiffRLAnt, NewtonAnt, inertia_adjoint  # noqa: E402
+from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep  # noqa: E402
 
 
 def _tile_launch(env):
@@ -101,3 +104,43 @@ def test_a_window_s_gradients_are_those_of_warp_s_tile_adjoint(cls, monkeypatch)
 
 def test_the_cpu_bridge_uses_the_written_out_adjoint():
     assert DiffRLAnt(1, seed=0).simulation.written_out_inertia_adjoint
+
+
+def _scene_of_two_sizes():
+    """Two planar arms (2 hinges) around a hopper (4 joints, 6 DOFs): one tile launch
+    per articulation size, each over its own views of the solver's J, M, H and L."""
+    assets = Path(inertia_adjoint.__file__).parent / "assets"
+    builder = newton.ModelBuilder()
+    for name in ("planar_arm.xml", "diffrl_hopper.xml", "planar_arm.xml"):
+        builder.add_mjcf(str(assets / name))
+    return builder.finalize(device="cpu", requires_grad=True)
+
+
+@pytest.mark.parametrize("keep_intermediates", [False, True])
+def test_articulations_of_several_sizes_get_warp_s_gradients(keep_intermediates, monkeypatch):
+    replaced = []
+    original = inertia_adjoint.replace_tile_adjoints
+    monkeypatch.setattr(
+        "pathgrad.envs.newton.bridge.replace_tile_adjoints",
+        lambda tape: replaced.append(original(tape)) or replaced[-1],
+    )
+    gradients = []
+    for written_out in (False, True):
+        simulation = NewtonSimulation(
+            _scene_of_two_sizes(), substeps=2, dt=0.01, keep_intermediates=keep_intermediates
+        )
+        assert len(simulation.solver._tile_kernels_by_size) == 2
+        simulation.written_out_inertia_adjoint = written_out
+        generator = torch.Generator().manual_seed(0)
+        q = (0.2 * torch.randn(simulation.coordinates, generator=generator)).requires_grad_()
+        qd = (0.5 * torch.randn(simulation.dofs, generator=generator)).requires_grad_()
+        f = torch.randn(simulation.dofs, generator=generator).requires_grad_()
+        weights = torch.randn(simulation.coordinates, generator=generator)
+        x, v = q, qd
+        for _ in range(3):
+            x, v = NewtonStep.apply(simulation, x, v, f)
+        ((x * weights).sum() + v.square().sum()).backward()
+        gradients.append(torch.cat([q.grad, qd.grad, f.grad]))
+    assert 2 in replaced  # both sizes' launches on one tape
+    want, got = gradients
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5 * want.abs().max())
