@@ -4,9 +4,10 @@ Newton's Featherstone (``use_tile_gemm``, ``fuse_cholesky``) evaluates each
 articulation's joint-space mass matrix ``H = sum_b J_b^T M_b J_b`` (``M_b`` the
 6x6 spatial inertia of body ``b``, ``J_b`` its rows of the motion Jacobian) and
 the Cholesky factor ``L`` of ``H + diag(armature)`` in one tile kernel, which
-Warp differentiates tile by tile: on the CPU its adjoint took 2.5-6.4 ms per 64
-Ants against 0.72 ms forward, a fifth of an env step's adjoint on ``DiffRLAnt``
-(one mass-matrix evaluation per 16 substeps; docs/benchmarks.md).
+Warp differentiates tile by tile: on the CPU its adjoint took 2.3-6.8 ms per 64
+Ants against 0.72 ms forward (0.8 ms written out), up to a fifth of an env
+step's adjoint on ``DiffRLAnt`` (one mass-matrix evaluation per 16 substeps;
+docs/benchmarks.md).
 
 What that adjoint has to carry is ``H``'s: Newton's dense solve
 (``adj_dense_solve``) writes the adjoint of the solved matrix, ``-x_bar x^T``,
