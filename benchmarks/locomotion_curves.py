@@ -1,12 +1,17 @@
 """Evaluation return against env steps for locomotion runs, with a published anchor drawn in.
 
-Run: ``python benchmarks/locomotion_curves.py RUN [RUN ...] --anchor ant --output ant.png``
+Run: ``python benchmarks/locomotion_curves.py [LABEL:] RUN [RUN ...] [LABEL: RUN ...]
+--anchor ant --output ant.png``
 
 Each run directory's ``metrics.jsonl`` gives its deterministic evaluation
-returns (``eval/avg_reward``) and episode lengths; runs of the same config
-(seeds) are drawn in one colour. The anchor is the AHAC authors' re-runs of
-SHAC on DiffRL's Ant (dflex, 10 seeds, training-episode return of 1000-step
-episodes): a band per point. A table of each run's last evaluation is printed.
+returns (``eval/avg_reward``) and episode lengths. Runs are drawn in groups,
+one colour per group (seeds of one config): a word ending in ``:`` starts a
+group of that label; runs before any label are grouped by the algorithm of
+their ``config.yaml``. The anchors are the AHAC authors' re-runs on DiffRL's
+tasks (dflex, training-episode return of 1000-step episodes): on the Ant, SHAC's
+band at four env-step counts; on the Hopper, SHAC's and AHAC's returns at the
+end of their runs (no env-step count given), drawn as lines. A table of each
+run's last evaluation is printed.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - after choosing the non-interactive backend
+import yaml  # noqa: E402
 
 from pathgrad.runs.run import read_metrics  # noqa: E402
 
-# env steps -> (low, high) return; from the issue's reading of the AHAC authors' logs.
+# From the issue's reading of the AHAC authors' logs: "points" are env steps -> (low,
+# high) return, "final" are returns at the end of runs whose env steps are not given.
 ANCHORS = {
     "ant": {
         "label": "SHAC on DiffRL's Ant (AHAC authors' re-runs)",
@@ -32,6 +39,10 @@ ANCHORS = {
             4.1e6: (5000, 6000),
             8.0e6: (6500, 7000),
         },
+    },
+    "hopper": {
+        "label": "DiffRL's Hopper at the end (AHAC authors' runs)",
+        "final": {"SHAC": 4800, "AHAC": 5200},
     },
 }
 
@@ -46,34 +57,79 @@ def evaluations(run_dir: Path) -> list[tuple[float, float, float]]:
     return rows
 
 
+def algorithm_of(run_dir: Path) -> str:
+    """The algorithm named in a run's ``config.yaml`` (upper case), else the folder's name."""
+    try:
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        return str(config["algorithm"]["name"]).upper()
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return run_dir.name
+
+
+def groups(words: list[str]) -> dict[str, list[Path]]:
+    """Label -> run directories, from ``[LABEL:] RUN ...`` words."""
+    grouped: dict[str, list[Path]] = {}
+    label = None
+    for word in words:
+        if word.endswith(":") and not Path(word).is_dir():
+            label = word[:-1]
+            grouped.setdefault(label, [])
+            continue
+        run_dir = Path(word)
+        grouped.setdefault(label or algorithm_of(run_dir), []).append(run_dir)
+    empty = [name for name, runs in grouped.items() if not runs]
+    if empty:
+        raise SystemExit(f"locomotion_curves: no runs after the label {empty[0]}:")
+    return grouped
+
+
+def draw_anchor(axis, anchor: dict) -> None:
+    """The anchor's bands (points) or end-of-run lines (final)."""
+    points = anchor.get("points", {})
+    if points:
+        steps = sorted(points)
+        middle = [sum(points[s]) / 2 for s in steps]
+        axis.errorbar(
+            steps,
+            middle,
+            yerr=[[m - points[s][0] for s, m in zip(steps, middle, strict=True)],
+                  [points[s][1] - m for s, m in zip(steps, middle, strict=True)]],
+            fmt="s", color="black", capsize=4, label=anchor["label"],
+        )  # fmt: skip
+    for index, (name, value) in enumerate(anchor.get("final", {}).items()):
+        style = ("--", ":", "-.")[index % 3]
+        axis.axhline(value, color="black", linestyle=style, linewidth=1,
+                     label=f"{name}, {anchor['label']}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories")
+    parser.add_argument("runs", nargs="+", help="run directories, each group after LABEL:")
     parser.add_argument("--anchor", choices=sorted(ANCHORS), default=None)
     parser.add_argument("--output", type=Path, required=True, help="PNG to write")
     parser.add_argument("--title", default="")
     args = parser.parse_args(argv)
+    grouped = groups(args.runs)
     figure, axis = plt.subplots(figsize=(7, 4.2), dpi=110)
     if args.anchor:
-        anchor = ANCHORS[args.anchor]
-        steps = sorted(anchor["points"])
-        axis.errorbar(
-            steps,
-            [sum(anchor["points"][s]) / 2 for s in steps],
-            yerr=[[sum(anchor["points"][s]) / 2 - anchor["points"][s][0] for s in steps],
-                  [anchor["points"][s][1] - sum(anchor["points"][s]) / 2 for s in steps]],
-            fmt="s", color="black", capsize=4, label=anchor["label"],
-        )  # fmt: skip
-    print("| run | env steps | eval return | episode length |")
-    print("|---|---:|---:|---:|")
-    for run_dir in args.runs:
-        rows = evaluations(run_dir)
-        if not rows:
-            print(f"{run_dir}: no evaluation yet", file=sys.stderr)
-            continue
-        axis.plot([r[0] for r in rows], [r[1] for r in rows], marker=".", label=run_dir.name)
-        step, value, length = rows[-1]
-        print(f"| {run_dir.name} | {step:,.0f} | {value:,.0f} | {length:,.0f} |")
+        draw_anchor(axis, ANCHORS[args.anchor])
+    print("| group | run | env steps | eval return | episode length |")
+    print("|---|---|---:|---:|---:|")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (label, run_dirs) in enumerate(grouped.items()):
+        colour = colours[index % len(colours)]
+        drawn = 0
+        for run_dir in run_dirs:
+            rows = evaluations(run_dir)
+            if not rows:
+                print(f"{run_dir}: no evaluation yet", file=sys.stderr)
+                continue
+            name = f"{label} ({len(run_dirs)} runs)" if drawn == 0 else None
+            axis.plot([r[0] for r in rows], [r[1] for r in rows], color=colour, alpha=0.8,
+                      linewidth=1, marker=".", markersize=3, label=name)  # fmt: skip
+            drawn += 1
+            step, value, length = rows[-1]
+            print(f"| {label} | {run_dir.name} | {step:,.0f} | {value:,.0f} | {length:,.0f} |")
     axis.set_xlabel("env steps")
     axis.set_ylabel("deterministic evaluation return")
     axis.set_title(args.title)

@@ -335,3 +335,43 @@ def test_the_gpu_check_names_a_failing_and_a_hanging_test_and_keeps_their_output
     text = log.read_text()
     assert "assert 1 == 2" in text  # the failure's traceback
     assert "Timeout" in text and "wait_in_a_kernel" in text  # faulthandler's stack of the hang
+
+
+def _fake_run(run_dir: Path, algorithm: str, returns: list[float]) -> Path:
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(f"algorithm:\n  name: {algorithm}\n")
+    lines = [
+        {
+            "kind": "eval",
+            "global_step": 65536.0 * (i + 1),
+            "time": float(i),
+            "eval/avg_reward": value,
+            "eval/avg_length": 1000.0,
+        }  # fmt: skip
+        for i, value in enumerate(returns)
+    ]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return run_dir
+
+
+def test_locomotion_curves_groups_runs_by_label_or_algorithm(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import locomotion_curves
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    shac = [_fake_run(tmp_path / f"shac{s}", "shac", [100.0, 200.0 + s]) for s in range(2)]
+    tuned = _fake_run(tmp_path / "tuned", "ahac", [50.0, 300.0])
+    sapo = _fake_run(tmp_path / "sapo", "sapo", [400.0])
+    grouped = locomotion_curves.groups([str(shac[0]), str(shac[1]), "AHAC h32:", str(tuned),
+                                        str(sapo)])  # fmt: skip
+    assert grouped == {"SHAC": shac, "AHAC h32": [tuned, sapo]}
+    output = tmp_path / "curves.png"
+    assert locomotion_curves.main([*map(str, shac), "--anchor", "hopper", "--output",
+                                   str(output)]) == 0  # fmt: skip
+    assert output.stat().st_size > 0
+    printed = capsys.readouterr().out
+    assert "| SHAC | shac1 | 131,072 | 201 | 1,000 |" in printed
+    with pytest.raises(SystemExit, match="no runs after the label Tuned"):
+        locomotion_curves.groups([str(sapo), "Tuned:"])
