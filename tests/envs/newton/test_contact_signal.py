@@ -119,3 +119,26 @@ def test_the_signal_leaves_observations_rewards_and_gradients_bit_equal():
     )
     twin.reset(seed=0)
     assert_same_windows(env, twin, steps=4)
+
+
+@pytest.mark.parametrize("name", ["DiffRLHopper", "DiffRLHalfCheetah"])
+def test_planar_runners_take_the_contact_signal_frame(name):
+    """The frame reaches the simulation the planar runner builds last (mass matrix held):
+    the same forces, and torques that differ where the foot is off the origin."""
+    import pathgrad.envs.newton as newton_envs
+
+    cls = getattr(newton_envs, name)
+    env, twin = cls(2, seed=0), cls(2, seed=0, contact_signal_frame="body")
+    assert env.simulation.contact_signal.frame == "world_origin"
+    assert twin.simulation.contact_signal.frame == "body"
+    env.reset(seed=0)
+    twin.reset(seed=0)
+    for _ in range(30):
+        *_, info = env.step(torch.zeros(2, env.action_dim))
+        *_, twin_info = twin.step(torch.zeros(2, env.action_dim))
+    forces, body_forces = info["contact_forces"], twin_info["contact_forces"]
+    assert float(forces[..., :3].abs().max()) > 1.0  # in contact
+    assert torch.allclose(forces[..., :3], body_forces[..., :3], rtol=1e-5, atol=1e-3)
+    assert not torch.allclose(forces[..., 3:], body_forces[..., 3:], atol=1e-2)
+    with pytest.raises(ValueError, match=r"contact_signal_frame must be one of .*got 'com'"):
+        cls(1, seed=0, contact_signal_frame="com")

@@ -78,6 +78,8 @@ class DiffRLPlanarEnv(NewtonEnv):
         mass_matrix_interval: Substeps between mass-matrix evaluations within a step
             (16, the paper's: once per step; 1: every substep).
         contact_model: Overrides of ``contact_defaults``.
+        contact_signal_frame: Frame of ``info["contact_forces"]`` (AHAC's contact
+            signal): ``"world_origin"`` (dflex's) or ``"body"``.
         Others as :class:`~pathgrad.envs.newton.base.NewtonEnv`.
     """
 
@@ -101,6 +103,7 @@ class DiffRLPlanarEnv(NewtonEnv):
         contact_model: Mapping[str, float] | None = None,
         solver_options: dict[str, Any] | None = None,
         capture: bool = True,
+        contact_signal_frame: str | None = None,
         dtype: str | torch.dtype = "float32",
         max_episode_steps: int | None = None,
         seed: int | None = None,
@@ -125,12 +128,14 @@ class DiffRLPlanarEnv(NewtonEnv):
             solver="featherstone",
             solver_options=solver_options,
             capture=capture,
+            contact_signal_frame=contact_signal_frame,
             dtype=dtype,
             max_episode_steps=max_episode_steps,
             seed=seed,
         )
         options = {"substeps": substeps, "dt": dt, "contacts": True,
                    "solver_options": solver_options, "capture": capture,
+                   "contact_signal_frame": self.contact_signal_frame,
                    "keep_contacts": self.keep_contacts,
                    "keep_intermediates": self.keep_intermediates}  # fmt: skip
         if self.mass_matrix_interval > 1:
