@@ -120,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         colour = colours[index % len(colours)]
         drawn = 0
         for run_dir in run_dirs:
-            rows = evaluations(run_dir)
+            try:
+                rows = evaluations(run_dir)
+            except ValueError as error:  # a malformed metrics.jsonl: name it, draw the rest
+                print(f"{run_dir}: skipped, {error}", file=sys.stderr)
+                continue
             if not rows:
                 print(f"{run_dir}: no evaluation yet", file=sys.stderr)
                 continue

@@ -373,5 +373,8 @@ def test_locomotion_curves_groups_runs_by_label_or_algorithm(tmp_path, capsys):
     assert output.stat().st_size > 0
     printed = capsys.readouterr().out
     assert "| SHAC | shac1 | 131,072 | 201 | 1,000 |" in printed
+    (shac[1] / "metrics.jsonl").write_text('{"kind": "eval"}\nnot json\n{"kind": "eval"}\n')
+    assert locomotion_curves.main([*map(str, shac), "--output", str(output)]) == 0
+    assert "shac1: skipped," in capsys.readouterr().err
     with pytest.raises(SystemExit, match="no runs after the label Tuned"):
         locomotion_curves.groups([str(sapo), "Tuned:"])
