@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             if not rows:
                 print(f"{run_dir}: no evaluation yet", file=sys.stderr)
                 continue
-            name = f"{label} ({len(run_dirs)} runs)" if drawn == 0 else None
+            count = f"{len(run_dirs)} run" + ("s" if len(run_dirs) != 1 else "")
+            name = f"{label} ({count})" if drawn == 0 else None
             axis.plot([r[0] for r in rows], [r[1] for r in rows], color=colour, alpha=0.8,
                       linewidth=1, marker=".", markersize=3, label=name)  # fmt: skip
             drawn += 1
