@@ -142,3 +142,18 @@ def test_planar_runners_take_the_contact_signal_frame(name):
     assert not torch.allclose(forces[..., 3:], body_forces[..., 3:], atol=1e-2)
     with pytest.raises(ValueError, match=r"contact_signal_frame must be one of .*got 'com'"):
         cls(1, seed=0, contact_signal_frame="com")
+
+
+@pytest.mark.parametrize("name", ["DiffRLAnt", "DiffRLHopper", "DiffRLHumanoid"])
+def test_the_mass_matrix_holding_simulation_keeps_every_option_of_the_env(name):
+    """The simulation a DiffRL env builds last (its mass matrix held per step) gets the
+    options of the one it replaces: here a contact frame and a contact capacity."""
+    import pathgrad.envs.newton as newton_envs
+    from pathgrad.envs.newton.diffrl_ant import MassMatrixCachingSimulation
+
+    cls = type(name, (getattr(newton_envs, name),),
+               {"contact_signal_frame": "body", "contacts_per_shape_pair": 3})  # fmt: skip
+    simulation = cls(1, seed=0).simulation
+    assert isinstance(simulation, MassMatrixCachingSimulation)
+    assert simulation.contact_signal.frame == "body"
+    assert simulation.contact_capacity == 3 * int(simulation.model.shape_contact_pair_count)

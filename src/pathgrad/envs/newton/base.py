@@ -176,19 +176,19 @@ class NewtonEnv(BatchedDifferentiableEnv):
         ):
             if warning is not None:
                 warnings.warn(f"{type(self).__name__}: {warning}", UserWarning, stacklevel=2)
-        self.simulation = NewtonSimulation(
-            model,
-            solver=solver,
-            substeps=substeps,
-            dt=dt,
-            contacts=contacts,
-            solver_options=solver_options,
-            capture=capture,
-            contacts_per_shape_pair=self.contacts_per_shape_pair,
-            contact_signal_frame=self.contact_signal_frame,
-            keep_contacts=self.keep_contacts,
-            keep_intermediates=self.keep_intermediates,
-        )
+        # What the simulation is built with, but the solver (a subclass replacing it keeps them)
+        self.simulation_options: dict[str, Any] = {
+            "substeps": substeps,
+            "dt": dt,
+            "contacts": contacts,
+            "solver_options": solver_options,
+            "capture": capture,
+            "contacts_per_shape_pair": self.contacts_per_shape_pair,
+            "contact_signal_frame": self.contact_signal_frame,
+            "keep_contacts": self.keep_contacts,
+            "keep_intermediates": self.keep_intermediates,
+        }
+        self.simulation = NewtonSimulation(model, solver=solver, **self.simulation_options)
         self._contact_watch = ContactCapacityWatch()
         self.dt = float(dt)
         self.coordinates = world.joint_coord_count

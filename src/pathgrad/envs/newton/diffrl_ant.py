@@ -215,6 +215,16 @@ class MassMatrixCachingSimulation(NewtonSimulation):
         return grad_x, grad_v, grad_f
 
 
+def hold_mass_matrix(env: Any, interval: int) -> None:
+    """Give a Featherstone Newton env a :class:`MassMatrixCachingSimulation` evaluating its
+    mass matrix every ``interval`` substeps of a step, built with the options of the
+    simulation it replaces (``env.simulation_options``); ``interval`` 1 keeps that one."""
+    if interval > 1:
+        env.simulation = MassMatrixCachingSimulation(
+            env.simulation.model, mass_matrix_interval=interval, **env.simulation_options
+        )
+
+
 class DiffRLAnt(NewtonAnt):
     """The SHAC paper's Ant (see the module docstring for its definition).
 
@@ -277,20 +287,7 @@ class DiffRLAnt(NewtonAnt):
             joint_damping=joint_damping,
             contact_signal_frame=contact_signal_frame,
         )
-        if self.mass_matrix_interval > 1:
-            self.simulation = MassMatrixCachingSimulation(
-                self.simulation.model,
-                mass_matrix_interval=self.mass_matrix_interval,
-                substeps=substeps,
-                dt=dt,
-                contacts=True,
-                solver_options=solver_options,
-                capture=capture,
-                contacts_per_shape_pair=self.contacts_per_shape_pair,
-                contact_signal_frame=self.contact_signal_frame,
-                keep_contacts=self.keep_contacts,
-                keep_intermediates=self.keep_intermediates,
-            )
+        hold_mass_matrix(self, self.mass_matrix_interval)
         self.state = self._initial_state(self.num_envs)  # the start pose is set only now
 
     def model_xml(self) -> ElementTree.Element:

@@ -54,8 +54,7 @@ from pathgrad.envs.newton.base import (
     ground_shape_config,
     set_contact_materials,
 )
-from pathgrad.envs.newton.bridge import NewtonSimulation
-from pathgrad.envs.newton.diffrl_ant import MassMatrixCachingSimulation
+from pathgrad.envs.newton.diffrl_ant import hold_mass_matrix
 from pathgrad.envs.newton.kinematics import rotate
 
 __all__ = ["DIFFRL_HUMANOID_CONTACT_MODEL", "DiffRLHumanoid", "MOTOR_STRENGTHS"]
@@ -147,17 +146,7 @@ class DiffRLHumanoid(NewtonEnv):
             max_episode_steps=max_episode_steps,
             seed=seed,
         )
-        options = {"substeps": substeps, "dt": dt, "contacts": True,
-                   "solver_options": solver_options, "capture": capture,
-                   "contacts_per_shape_pair": self.contacts_per_shape_pair,
-                   "keep_contacts": self.keep_contacts,
-                   "keep_intermediates": self.keep_intermediates}  # fmt: skip
-        if self.mass_matrix_interval > 1:
-            self.simulation = MassMatrixCachingSimulation(
-                self.simulation.model, mass_matrix_interval=self.mass_matrix_interval, **options
-            )
-        else:
-            self.simulation = NewtonSimulation(self.simulation.model, **options)
+        hold_mass_matrix(self, self.mass_matrix_interval)
         # The torso's centre of mass in its frame: the observed velocity is its origin's.
         com = self.simulation.model.body_com.numpy()[0]
         self.torso_com = torch.tensor(com, dtype=self.dtype, device=self.device)

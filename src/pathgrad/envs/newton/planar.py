@@ -54,8 +54,7 @@ from pathgrad.envs.newton.base import (
     ground_shape_config,
     set_contact_materials,
 )
-from pathgrad.envs.newton.bridge import NewtonSimulation
-from pathgrad.envs.newton.diffrl_ant import MassMatrixCachingSimulation
+from pathgrad.envs.newton.diffrl_ant import hold_mass_matrix
 
 __all__ = ["CONTACT_MODEL_KEYS", "DiffRLPlanarEnv"]
 
@@ -133,17 +132,7 @@ class DiffRLPlanarEnv(NewtonEnv):
             max_episode_steps=max_episode_steps,
             seed=seed,
         )
-        options = {"substeps": substeps, "dt": dt, "contacts": True,
-                   "solver_options": solver_options, "capture": capture,
-                   "contact_signal_frame": self.contact_signal_frame,
-                   "keep_contacts": self.keep_contacts,
-                   "keep_intermediates": self.keep_intermediates}  # fmt: skip
-        if self.mass_matrix_interval > 1:
-            self.simulation = MassMatrixCachingSimulation(
-                self.simulation.model, mass_matrix_interval=self.mass_matrix_interval, **options
-            )
-        else:
-            self.simulation = NewtonSimulation(self.simulation.model, **options)
+        hold_mass_matrix(self, self.mass_matrix_interval)
 
     # Model ---------------------------------------------------------------------------
 
