@@ -11,8 +11,9 @@ alike:
 - and the mass matrix kept too;
 - and each substep's intermediates kept, so the backward pass recomputes
   nothing;
-- and the mass matrix's adjoint written out instead of Warp's tile adjoint
-  (today's).
+- and the mass matrix's adjoint written out instead of Warp's tile adjoint;
+- and inverse dynamics differentiated from the lighter equivalent kernel
+  (:mod:`pathgrad.envs.newton.rigid_id_adjoint`; today's).
 
 Prints a Markdown table of median env-steps/s (forward without a graph
 excluded: the window is forward+backward, as SHAC trains) and the ratio to the
@@ -45,25 +46,33 @@ from pathgrad.envs.newton import DiffRLAnt
 sys.path.insert(0, str(Path(__file__).parent))
 from envs import window_seconds  # noqa: E402 - the window timing of benchmarks/envs.py
 
-# (class attributes, mass matrix kept, mass matrix's adjoint written out) of each variant
+# (class attributes, mass matrix kept, mass matrix's adjoint written out, inverse
+# dynamics' adjoint from the light kernel) of each variant
 RECOMPUTE = {"keep_intermediates": False}
 VARIANTS = {
     "self-collisions, Newton's capacity, recomputed": (
         {"self_collisions": True, "contacts_per_shape_pair": None, "keep_contacts": False,
          **RECOMPUTE},
-        False, False,
+        False, False, False,
     ),
-    "ground only, 2 per pair, recomputed": ({"keep_contacts": False, **RECOMPUTE}, False, False),
-    "ground only, 2 per pair, contacts kept": (RECOMPUTE, False, False),
-    "ground only, 2 per pair, contacts and mass matrix kept": (RECOMPUTE, True, False),
-    "ground only, 2 per pair, every intermediate kept, no recompute": ({}, True, False),
-    "and the mass matrix's adjoint written out (now)": ({}, True, True),
+    "ground only, 2 per pair, recomputed": (
+        {"keep_contacts": False, **RECOMPUTE}, False, False, False,
+    ),
+    "ground only, 2 per pair, contacts kept": (RECOMPUTE, False, False, False),
+    "ground only, 2 per pair, contacts and mass matrix kept": (RECOMPUTE, True, False, False),
+    "ground only, 2 per pair, every intermediate kept, no recompute": ({}, True, False, False),
+    "and the mass matrix's adjoint written out": ({}, True, True, False),
+    "and inverse dynamics' adjoint from the light kernel (now)": ({}, True, True, True),
 }  # fmt: skip
 
 
-def variant(attributes: dict[str, Any], keep_mass_matrix: bool, written_out: bool) -> type:
+def variant(
+    attributes: dict[str, Any], keep_mass_matrix: bool, written_out: bool, light_rigid_id: bool
+) -> type:
     """``DiffRLAnt`` with ``attributes``, its mass matrix kept or evaluated again, its
-    adjoint Warp's or written out (:mod:`pathgrad.envs.newton.inertia_adjoint`)."""
+    adjoint Warp's or written out (:mod:`pathgrad.envs.newton.inertia_adjoint`), inverse
+    dynamics' adjoint Warp's or the light kernel's (:mod:`pathgrad.envs.newton.rigid_id_adjoint`).
+    """
 
     class Variant(DiffRLAnt):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -71,6 +80,7 @@ def variant(attributes: dict[str, Any], keep_mass_matrix: bool, written_out: boo
             if not keep_mass_matrix:
                 self.simulation.saved_mass = None  # evaluated again in the backward pass
             self.simulation.written_out_inertia_adjoint = written_out
+            self.simulation.light_rigid_id_adjoint = light_rigid_id
 
     for key, value in attributes.items():
         setattr(Variant, key, value)

@@ -45,6 +45,7 @@ import warp as wp
 from pathgrad.envs.newton.contact_signal import ContactSignal
 from pathgrad.envs.newton.inertia_adjoint import replace_tile_adjoints
 from pathgrad.envs.newton.kept_intermediates import KeptIntermediates, keep_intermediates
+from pathgrad.envs.newton.rigid_id_adjoint import covers_joint_types, replace_rigid_id_adjoints
 from pathgrad.envs.newton.saved_arrays import SavedArrays, contact_detection_arrays
 from pathgrad.envs.newton.step_functions import NewtonBodyStep, NewtonStep
 from pathgrad.envs.newton.warp_graphs import (
@@ -184,6 +185,8 @@ class NewtonSimulation:
         self._graphs: dict[str, Any] = {}
         # CPU: the mass matrix's adjoint by inertia_adjoint (Warp's tile adjoint is 3-8x slower)
         self.written_out_inertia_adjoint = bool(model.device.is_cpu)
+        # CPU: inverse dynamics differentiated from rigid_id_adjoint's lighter kernel
+        self.light_rigid_id_adjoint = bool(model.device.is_cpu) and covers_joint_types(model)
         self._stream = torch_ordered_stream(model.device)
         # Torch views (flat) of the buffers torch reads and writes; x and v are the
         # carried coordinates (joint ones, or body ones for semi_implicit).
@@ -330,6 +333,8 @@ class NewtonSimulation:
                 )
         if not self.maximal:
             restore_external_forces(self._backward_out)
+            if self.light_rigid_id_adjoint:
+                replace_rigid_id_adjoints(self._tape)
             if self.written_out_inertia_adjoint:
                 replace_tile_adjoints(self._tape)
         self._tape.backward()

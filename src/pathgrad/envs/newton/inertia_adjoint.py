@@ -99,6 +99,7 @@ class TileInertiaAdjoint:
 
     def __init__(self, tape: Any, launch: Any) -> None:
         self.tape = tape
+        self.inputs = launch[3]  # what the entry reads (rigid_id_adjoint inspects it)
         self.J, self.M = launch[3][:2]
         self.H = launch[4][0]
         self.device = launch[5]
