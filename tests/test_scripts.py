@@ -245,6 +245,18 @@ def test_newton_ant_gradient_benchmark_quick_mode_prints_its_tables(tmp_path):
     assert "| 2 |" in output.split("growth over a window")[1]
 
 
+def test_rigid_id_adjoint_benchmark_times_both_kernels_for_every_robot(tmp_path):
+    pytest.importorskip("newton")
+    output = run_script(
+        str(ROOT / "benchmarks" / "rigid_id_adjoint.py"), "--num-envs", "2", "--repeats", "1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    rows = {line.split(" | ")[0].strip("| "): line for line in output.splitlines()}
+    for robot in ("DiffRLAnt", "DiffRLHopper", "DiffRLHalfCheetah", "DiffRLHumanoid"):
+        cells = [float(cell) for cell in rows[robot].strip(" |").split(" | ")[1:]]
+        assert len(cells) == 5 and all(cell > 0 for cell in cells), rows[robot]
+
+
 def test_newton_bridge_benchmark_quick_mode_compares_against_the_torch_cartpole(tmp_path):
     pytest.importorskip("newton")
     output = run_script(str(ROOT / "benchmarks" / "newton_bridge.py"), "--quick", cwd=tmp_path)
