@@ -19,6 +19,7 @@ from pathgrad.envs.newton import (  # noqa: E402
     NewtonAnt,
     rigid_id_adjoint,
 )
+from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep  # noqa: E402
 
 _OUTPUT_NAMES = (
     "body_qd",
@@ -214,3 +215,77 @@ def test_uncovered_joint_types_are_named():
     )
     model = builder.finalize(device="cpu")
     assert not rigid_id_adjoint.covers_joint_types(model)
+
+
+def _chain_of_every_covered_joint_type(root: str):
+    """One articulation: a free (or fixed-to-world) root, then ball, prismatic, fixed,
+    revolute and a planar D6 (two slides, one hinge), boxes with off-centre masses."""
+    builder = newton.ModelBuilder()
+    offset = wp.transform((0.0, 0.0, 0.3), wp.quat_rpy(0.2, -0.1, 0.3))
+    links = [builder.add_link() for _ in range(6)]
+    for link in links:
+        builder.add_shape_box(link, xform=wp.transform((0.05, 0.02, 0.0), wp.quat_identity()),
+                              hx=0.1, hy=0.05, hz=0.03)  # fmt: skip
+    slide_hinge = [newton.ModelBuilder.JointDofConfig(axis=a) for a in ((1, 0, 0), (0, 0, 1))]
+    joints = [
+        builder.add_joint_free(links[0])
+        if root == "free"
+        else builder.add_joint_fixed(-1, links[0], parent_xform=offset),
+        builder.add_joint_ball(links[0], links[1], parent_xform=offset),
+        builder.add_joint_prismatic(links[1], links[2], parent_xform=offset, axis=(0, 1, 0)),
+        builder.add_joint_fixed(links[2], links[3], parent_xform=offset),
+        builder.add_joint_revolute(links[3], links[4], parent_xform=offset, axis=(0, 1, 1)),
+        builder.add_joint_d6(
+            links[4],
+            links[5],
+            parent_xform=offset,
+            linear_axes=slide_hinge,
+            angular_axes=[newton.ModelBuilder.JointDofConfig(axis=(0, 1, 0))],
+        ),
+    ]
+    builder.add_articulation(joints)
+    return builder.finalize(device="cpu", requires_grad=True)
+
+
+@pytest.mark.parametrize("root", ["free", "fixed"])
+def test_every_covered_joint_type_gets_warp_s_adjoint(root):
+    """At the kernel, on a recorded substep of a chain of every covered type, moving: the
+    light kernel's outputs and input adjoints are Newton's and Warp's."""
+    model = _chain_of_every_covered_joint_type(root)
+    assert sorted(set(model.joint_type.numpy().tolist())) == sorted(
+        {1, 2, 3, 6} | ({4} if root == "free" else set()) | {0}
+    )
+    assert rigid_id_adjoint.covers_joint_types(model)
+    simulation = NewtonSimulation(model, substeps=1, dt=0.01, keep_intermediates=True)
+    generator = torch.Generator().manual_seed(3)
+    q = torch.tensor(model.joint_q.numpy()) + 0.3 * torch.randn(
+        simulation.coordinates, generator=generator
+    )
+    qd = torch.randn(simulation.dofs, generator=generator).requires_grad_()
+    f = torch.randn(simulation.dofs, generator=generator)
+    x, v = NewtonStep.apply(simulation, q.requires_grad_(), qd, f)
+    (x.sum() + v.sum()).backward()
+    (tape,) = simulation._kept_tapes.values()
+    (kept,) = simulation.kept.values()
+    kept.restore()
+    (launch,) = [
+        entry for entry in tape.launches
+        if isinstance(entry, list | tuple) and entry[0].key.endswith("eval_rigid_id")
+    ]  # fmt: skip
+    _launch(launch[0], tape, launch, adjoint=False)
+    want = [output.numpy().copy() for output in launch[4]]
+    _launch(rigid_id_adjoint.light_rigid_id, tape, launch, adjoint=False)
+    for name, output, expected in zip(_OUTPUT_NAMES, launch[4], want, strict=True):
+        scale = max(np.abs(expected).max(), 1.0)
+        np.testing.assert_allclose(
+            output.numpy(), expected, rtol=0, atol=1e-5 * scale, err_msg=name
+        )
+    cotangents = _cotangents(launch)
+    warp_s = _adjoints(launch[0], tape, launch, cotangents)
+    light = _adjoints(rigid_id_adjoint.light_rigid_id, tape, launch, cotangents)
+    for name in ("joint_q", "joint_qd", "body_q", "body_q_com"):
+        want = warp_s[name]
+        assert np.abs(want).max() > 0.1, name
+        np.testing.assert_allclose(
+            light[name], want, rtol=0, atol=2e-5 * np.abs(want).max(), err_msg=name
+        )
