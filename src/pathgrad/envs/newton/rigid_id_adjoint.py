@@ -6,7 +6,8 @@ from its parent's and its joint's, its spatial inertia moved to the solve frame
 as ``T^T I T`` with two 6x6 products (``body_I_s``), and its bias force. Warp
 differentiates that kernel as written: on the CPU its adjoint took 0.65 ms per
 64 Ants against 0.15 ms forward, the largest kernel adjoint of a substep that
-reuses the mass matrix on ``DiffRLAnt`` (docs/benchmarks.md).
+reuses the mass matrix on ``DiffRLAnt``; this module's takes 0.6-0.7 times as
+long (``benchmarks/rigid_id_adjoint.py``, docs/benchmarks.md).
 
 :func:`light_rigid_id` computes the same outputs but ``body_I_s`` without forming
 6x6 matrices: ``T^T I T x`` is ``x`` moved into the body's frame, multiplied by
@@ -30,16 +31,19 @@ from typing import Any
 
 import numpy as np
 import warp as wp
+from newton import JointType
 
 __all__ = ["RigidIdAdjoint", "covers_joint_types", "light_rigid_id", "replace_rigid_id_adjoints"]
 
 _KERNEL_NAME = "eval_rigid_id"
-_PRISMATIC = wp.constant(0)
-_REVOLUTE = wp.constant(1)
-_BALL = wp.constant(2)
-_FIXED = wp.constant(3)
-_FREE = wp.constant(4)
-_D6 = wp.constant(6)
+_PRISMATIC = wp.constant(int(JointType.PRISMATIC))
+_REVOLUTE = wp.constant(int(JointType.REVOLUTE))
+_BALL = wp.constant(int(JointType.BALL))
+_FREE = wp.constant(int(JointType.FREE))
+_D6 = wp.constant(int(JointType.D6))
+# Joint types computed whatever their axes (D6: with at most one angular axis).
+_COVERED = tuple(int(t) for t in (JointType.PRISMATIC, JointType.REVOLUTE, JointType.BALL,
+                                  JointType.FIXED, JointType.FREE))  # fmt: skip
 
 
 @wp.func
@@ -258,7 +262,7 @@ def covers_joint_types(model: Any) -> bool:
     """Whether :func:`light_rigid_id` computes every joint of ``model``."""
     types = model.joint_type.numpy()
     angular = model.joint_dof_dim.numpy()[:, 1]
-    covered = np.isin(types, (0, 1, 2, 3, 4)) | ((types == 6) & (angular <= 1))
+    covered = np.isin(types, _COVERED) | ((types == int(JointType.D6)) & (angular <= 1))
     return bool(covered.all())
 
 
