@@ -21,7 +21,11 @@ import torch
 import warp as wp
 
 from pathgrad.envs.newton import DiffRLAnt, DiffRLHalfCheetah, DiffRLHopper, DiffRLHumanoid
-from pathgrad.envs.newton.rigid_id_adjoint import light_rigid_id
+from pathgrad.envs.newton.rigid_id_adjoint import (
+    launch_on_recorded,
+    light_rigid_id,
+    recorded_rigid_id_launches,
+)
 
 ROBOTS = (DiffRLAnt, DiffRLHopper, DiffRLHalfCheetah, DiffRLHumanoid)
 
@@ -36,25 +40,13 @@ def recorded_launch(env) -> tuple:
     torch.stack(rewards).sum().backward()
     env.simulation.kept[False].restore()
     tape = env.simulation._kept_tapes[False]
-    (launch,) = [
-        entry
-        for entry in tape.launches
-        if isinstance(entry, list | tuple) and entry[0].key.endswith("eval_rigid_id")
-    ]
+    ((_, launch),) = recorded_rigid_id_launches(tape)
     return tape, launch
 
 
 def launch_seconds(kernel, tape, launch, adjoint: bool) -> float:
-    inputs, outputs = launch[3], launch[4]
-    extra = {}
-    if adjoint:
-        extra = {
-            "adj_inputs": [tape.get_adjoint(x) for x in inputs],
-            "adj_outputs": [tape.get_adjoint(x) for x in outputs],
-            "adjoint": True,
-        }
     start = time.perf_counter()
-    wp.launch(kernel, dim=launch[1], inputs=inputs, outputs=outputs, record_tape=False, **extra)
+    launch_on_recorded(kernel, tape, launch, adjoint=adjoint)
     wp.synchronize()
     return time.perf_counter() - start
 

@@ -40,25 +40,8 @@ def _reusing_substep(env):
     window_with_gradients(env, 2)
     env.simulation.kept[False].restore()
     tape = env.simulation._kept_tapes[False]
-    launches = [
-        entry
-        for entry in tape.launches
-        if isinstance(entry, list | tuple) and entry[0].key.endswith("eval_rigid_id")
-    ]
-    assert len(launches) == 1
-    return tape, launches[0]
-
-
-def _launch(kernel, tape, launch, adjoint):
-    inputs, outputs = launch[3], launch[4]
-    extra = {}
-    if adjoint:
-        extra = {
-            "adj_inputs": [tape.get_adjoint(x) for x in inputs],
-            "adj_outputs": [tape.get_adjoint(x) for x in outputs],
-            "adjoint": True,
-        }
-    wp.launch(kernel, dim=launch[1], inputs=inputs, outputs=outputs, record_tape=False, **extra)
+    ((_, launch),) = rigid_id_adjoint.recorded_rigid_id_launches(tape)
+    return tape, launch
 
 
 def _adjoints(kernel, tape, launch, cotangents):
@@ -68,7 +51,7 @@ def _adjoints(kernel, tape, launch, cotangents):
             tape.get_adjoint(x).zero_()
     for output, cotangent in zip(launch[4], cotangents, strict=True):
         tape.get_adjoint(output).assign(cotangent.astype(np.float32))
-    _launch(kernel, tape, launch, adjoint=True)
+    rigid_id_adjoint.launch_on_recorded(kernel, tape, launch, adjoint=True)
     return {
         name: tape.get_adjoint(launch[3][index]).numpy().astype(np.float64).copy()
         for index, name in _DIFFERENTIABLE_INPUTS.items()
@@ -88,11 +71,13 @@ def test_the_light_kernel_computes_newton_s_outputs(cls):
     env = cls(4, seed=0)
     assert rigid_id_adjoint.covers_joint_types(env.simulation.model)
     tape, launch = _reusing_substep(env)
-    _launch(launch[0], tape, launch, adjoint=False)
+    rigid_id_adjoint.launch_on_recorded(launch[0], tape, launch, adjoint=False)
     want = [output.numpy().copy() for output in launch[4]]
     body_I_s = launch[4][_OUTPUT_NAMES.index("body_I_s")]
     body_I_s.zero_()
-    _launch(rigid_id_adjoint.light_rigid_id, tape, launch, adjoint=False)
+    rigid_id_adjoint.launch_on_recorded(
+        rigid_id_adjoint.light_rigid_id, tape, launch, adjoint=False
+    )
     for name, output, expected in zip(_OUTPUT_NAMES, launch[4], want, strict=True):
         if name == "body_I_s":
             assert not output.numpy().any()  # left as it was
@@ -122,7 +107,7 @@ def test_the_light_adjoint_equals_warp_s_and_central_differences(cls):
         )
 
     def objective():
-        _launch(launch[0], tape, launch, adjoint=False)
+        rigid_id_adjoint.launch_on_recorded(launch[0], tape, launch, adjoint=False)
         return sum(
             (output.numpy().astype(np.float64) * cotangent).sum()
             for output, cotangent in zip(launch[4], cotangents, strict=True)
@@ -268,13 +253,12 @@ def test_every_covered_joint_type_gets_warp_s_adjoint(root):
     (tape,) = simulation._kept_tapes.values()
     (kept,) = simulation.kept.values()
     kept.restore()
-    (launch,) = [
-        entry for entry in tape.launches
-        if isinstance(entry, list | tuple) and entry[0].key.endswith("eval_rigid_id")
-    ]  # fmt: skip
-    _launch(launch[0], tape, launch, adjoint=False)
+    ((_, launch),) = rigid_id_adjoint.recorded_rigid_id_launches(tape)
+    rigid_id_adjoint.launch_on_recorded(launch[0], tape, launch, adjoint=False)
     want = [output.numpy().copy() for output in launch[4]]
-    _launch(rigid_id_adjoint.light_rigid_id, tape, launch, adjoint=False)
+    rigid_id_adjoint.launch_on_recorded(
+        rigid_id_adjoint.light_rigid_id, tape, launch, adjoint=False
+    )
     for name, output, expected in zip(_OUTPUT_NAMES, launch[4], want, strict=True):
         scale = max(np.abs(expected).max(), 1.0)
         np.testing.assert_allclose(

@@ -33,7 +33,14 @@ import numpy as np
 import warp as wp
 from newton import JointType
 
-__all__ = ["RigidIdAdjoint", "covers_joint_types", "light_rigid_id", "replace_rigid_id_adjoints"]
+__all__ = [
+    "RigidIdAdjoint",
+    "covers_joint_types",
+    "launch_on_recorded",
+    "light_rigid_id",
+    "recorded_rigid_id_launches",
+    "replace_rigid_id_adjoints",
+]
 
 _KERNEL_NAME = "eval_rigid_id"
 _PRISMATIC = wp.constant(int(JointType.PRISMATIC))
@@ -266,6 +273,33 @@ def covers_joint_types(model: Any) -> bool:
     return bool(covered.all())
 
 
+def recorded_rigid_id_launches(tape: Any) -> list[tuple[int, Any]]:
+    """The launches of Featherstone's ``eval_rigid_id`` recorded on ``tape``, with their
+    indices (those already replaced are not launches any more)."""
+    return [
+        (index, entry)
+        for index, entry in enumerate(tape.launches)
+        if isinstance(entry, list | tuple) and entry[0].key.endswith(_KERNEL_NAME)
+    ]
+
+
+def launch_on_recorded(kernel: Any, tape: Any, launch: Any, adjoint: bool = False) -> None:
+    """Launch ``kernel`` (Newton's or :func:`light_rigid_id`) on a recorded launch's arrays,
+    forward or, with ``adjoint``, its adjoint on the tape's adjoint arrays."""
+    inputs, outputs = launch[3], launch[4]
+    extra: dict[str, Any] = {}
+    if adjoint:
+        extra = {
+            "adj_inputs": [tape.get_adjoint(x) for x in inputs],
+            "adj_outputs": [tape.get_adjoint(x) for x in outputs],
+            "adjoint": True,
+        }
+    wp.launch(
+        kernel, dim=launch[1], inputs=inputs, outputs=outputs, device=launch[5],
+        record_tape=False, **extra,
+    )  # fmt: skip
+
+
 class RigidIdAdjoint:
     """The adjoint of one recorded ``eval_rigid_id`` launch, as a tape entry.
 
@@ -275,27 +309,12 @@ class RigidIdAdjoint:
     """
 
     def __init__(self, tape: Any, launch: Any) -> None:
-        self.tape = tape
-        self.dim, self.inputs, self.outputs, self.device = (
-            launch[1],
-            launch[3],
-            launch[4],
-            launch[5],
-        )
+        self.tape, self.launch = tape, launch
+        self.inputs = launch[3]
 
     def __call__(self) -> None:
         """The Warp launch of :func:`light_rigid_id`'s adjoint on the recorded arrays."""
-        wp.launch(
-            light_rigid_id,
-            dim=self.dim,
-            inputs=self.inputs,
-            outputs=self.outputs,
-            adj_inputs=[self.tape.get_adjoint(x) for x in self.inputs],
-            adj_outputs=[self.tape.get_adjoint(x) for x in self.outputs],
-            device=self.device,
-            adjoint=True,
-            record_tape=False,
-        )
+        launch_on_recorded(light_rigid_id, self.tape, self.launch, adjoint=True)
 
 
 def _arrays_of(entry: Any) -> list | None:
@@ -333,9 +352,7 @@ def replace_rigid_id_adjoints(tape: Any) -> int:
     ``body_I_s`` no other entry reads the adjoint of :func:`light_rigid_id`; returns how
     many were replaced. The caller checks :func:`covers_joint_types` for the model first."""
     replaced = 0
-    for index, launch in enumerate(tape.launches):
-        if not (isinstance(launch, list | tuple) and launch[0].key.endswith(_KERNEL_NAME)):
-            continue
+    for index, launch in recorded_rigid_id_launches(tape):
         body_I_s = launch[4][3]
         if not any(_reads(entry, body_I_s) for entry in tape.launches if entry is not launch):
             tape.launches[index] = RigidIdAdjoint(tape, launch)
