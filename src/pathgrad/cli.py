@@ -35,11 +35,12 @@ from pathgrad.commands.inspection import (
 )
 from pathgrad.commands.rendering import command_render
 from pathgrad.commands.training import command_resume, command_train
+from pathgrad.core import quiet_warp
 from pathgrad.core.crash_report import print_crash
 from pathgrad.core.env_contract import EnvContractError
 from pathgrad.core.parent_watch import watch_parent
-from pathgrad.distributed import DistributedError
-from pathgrad.distributed.launch import LAUNCHED_VARIABLE
+from pathgrad.distributed import DistributedError, LostContact
+from pathgrad.distributed.launch_report import LOST_CONTACT_EXIT, launched_rank
 from pathgrad.runs.config import ConfigError
 from pathgrad.runs.run import RunDirectoryError
 
@@ -166,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``pathgrad`` command; returns the exit status."""
+    quiet_warp.install()  # before any user module can import Warp
     try:
         # Until a command starts writing (it then turns signals into exceptions it
         # can clean up after), a signal ends the process at once: nothing is lost.
@@ -188,11 +190,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report(f"pathgrad: error: {error}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("pathgrad: interrupted", file=sys.stderr)
+        _say_unless_launched("pathgrad: interrupted")
         return EXIT_SIGINT
     except Terminated:
-        print("pathgrad: terminated", file=sys.stderr)
+        _say_unless_launched("pathgrad: terminated")
         return EXIT_SIGTERM
+    except LostContact as error:
+        _say_unless_launched(f"pathgrad: error: {error}")
+        return LOST_CONTACT_EXIT if launched_rank() else 1
     except DistributedError as error:
         _report(f"pathgrad: error: {error}")
         return 1
@@ -210,13 +215,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _report(line: str) -> None:
     """Print an error line; under ``--nproc``, ranks above 0 leave it to rank 0.
 
-    Every rank meets the same bad input, and a rank that loses contact
-    because another failed only repeats that rank's news; the launcher names
-    a rank killed without a word.
+    Every rank meets the same bad input.
     """
-    if os.environ.get(LAUNCHED_VARIABLE) and os.environ.get("RANK", "0") != "0":
+    if launched_rank() and os.environ.get("RANK", "0") != "0":
         return
     print(line, file=sys.stderr)
+
+
+def _say_unless_launched(line: str) -> None:
+    """Print a line that, under ``--nproc``, the launcher says for the whole job.
+
+    A rank that loses contact or is stopped by a signal knows only its side:
+    the launcher sees which rank ended the job and how
+    (:mod:`pathgrad.distributed.launch_report`).
+    """
+    if not launched_rank():
+        print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from pathgrad.policies import Policy
 from pathgrad.trainer.budgets import planned_updates
 from pathgrad.trainer.checkpoints import CheckpointMixin
 from pathgrad.trainer.config import DifferentiableTrainerCfg
-from pathgrad.trainer.divergence import Diverged, SkipWatch, describe_skipped_update
+from pathgrad.trainer.divergence import SkipWatch, describe_skipped_update
 from pathgrad.trainer.evaluation import EvaluationMixin
 from pathgrad.trainer.interruption import InterruptGate, UpdateSnapshot
 from pathgrad.trainer.rollout_checkpointing import (
@@ -161,6 +161,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         # true `stop_training` attribute ends training before the next update.
         self.callbacks: list[Callable[[str, dict[str, float]], None]] = []
         self.stopped_early = False
+        self.diverged: str | None = None  # why the last train() ended diverged, if it did
         self.checkpoint_extra: dict[str, Any] = {}
         self.interrupts = InterruptGate()
         self.skips = SkipWatch(cfg.max_consecutive_skipped_updates)
@@ -210,14 +211,17 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         the same totals as an uninterrupted run.
 
         Returns:
-            The summary of :meth:`get_summary`.
+            The summary of :meth:`get_summary`, whatever happened: its
+            ``status`` is ``diverged`` after ``cfg.max_consecutive_skipped_updates``
+            skipped updates in a row (the parameters are the last good ones;
+            :attr:`diverged` says why), else ``stopped early`` or ``completed``.
+            A run whose updates were all skipped, fewer than that limit, ends
+            normally with the initial policy, as the reference's does (a
+            warning says so).
 
         Raises:
             ValueError: If neither or both budgets are given, one is negative,
                 or the LR schedule cannot be bound to the budget.
-            Diverged: After ``cfg.max_consecutive_skipped_updates`` skipped
-                updates in a row (the parameters are the last good ones), or at
-                the budget when every update was skipped (unless that limit is 0).
         """
         if total_timesteps is None and total_updates is None:
             raise ValueError("Provide total_timesteps or total_updates.")
@@ -234,6 +238,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         self.policy.train()
         self._evaluate_and_save()  # what an interrupt left pending after the last update
         self.stopped_early = False
+        self.diverged = None
         while (
             self.num_updates < total_updates
             if total_updates is not None
@@ -275,19 +280,20 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             self.interrupts.open()
             self._evaluate_and_save()
             if self.skips.diverged:
-                raise Diverged(
+                self.diverged = (
                     f"{self.skips.consecutive} updates in a row were skipped (non-finite or "
                     f"excessive gradients; {self.skips.total} of {self.num_updates} in all); "
                     "the parameters are those of the last update that was not skipped "
                     "(trainer.max_consecutive_skipped_updates sets the limit, 0: none)."
                 )
-        if self.skips.limit > 0 and self.skips.consecutive >= self.num_updates > 0:
+                return self.get_summary()
+        if self.skips.consecutive >= self.num_updates > 0 and self.data_parallel.is_main:
             which = (
                 "the run's one update was"
                 if self.num_updates == 1
                 else f"every one of the run's {self.num_updates} updates was"
             )
-            raise Diverged(
+            self.notify(
                 f"{which} skipped (non-finite or excessive gradients), so the policy is still "
                 "the initial one; the first skipped update's warning names the cause."
             )
@@ -460,7 +466,15 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
     def get_summary(self) -> dict[str, Any]:
         """Counters, last metrics, histories and checkpoint paths."""
         elapsed = max(1e-6, time.time() - self.start_time)
+        status = (
+            "diverged"
+            if self.diverged
+            else "stopped early"
+            if self.stopped_early
+            else "completed"
+        )
         return {
+            "status": status,
             "global_step": self.global_step,
             "num_updates": self.num_updates,
             "elapsed_time_sec": float(elapsed),

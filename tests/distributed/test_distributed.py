@@ -294,7 +294,12 @@ def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_and_resume_is_exact(tmp
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
 @pytest.mark.parametrize("victim", [0, 1])
-def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(tmp_path, start, victim):
+def test_a_rank_killed_under_torchrun_ends_the_job_with_its_checkpoint_intact(
+    tmp_path, start, victim
+):
+    # Under the user's own torchrun, torchrun's agent reports the killed rank, and may stop
+    # the survivor before it notices (pathgrad's launcher says it in one line whatever the
+    # order: test_distributed_faults.py). Either way the job ends, told why, nothing lost.
     launcher = start("killed", "trainer.total_updates=100000")
     wait_for(first_checkpoint_written(tmp_path, "killed"), 120, "the first checkpoint")
     os.kill(rank_pids(launcher)[victim], signal.SIGKILL)
@@ -306,7 +311,11 @@ def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(tmp_path, start, 
     checkpoint = read_checkpoint(latest_checkpoint(run_dir / "checkpoints"))  # intact
     assert checkpoint["data_parallel"]["world_size"] == 2
     survivor = 1 - victim
-    assert f"pathgrad: error: rank {survivor} of 2: lost contact with the other ranks" in stderr
+    told = (
+        f"pathgrad: error: rank {survivor} of 2: lost contact with the other ranks" in stderr
+        or "Signal 9 (SIGKILL) received by PID" in stderr  # torchrun's report
+    )
+    assert told, stderr[-3000:]
 
 
 def test_an_algorithm_that_does_not_average_gradients_is_refused():

@@ -14,7 +14,7 @@ import torch
 
 import warm_processes
 from pathgrad.envs import PointMass
-from pathgrad.trainer.divergence import Diverged, SkipWatch
+from pathgrad.trainer.divergence import SkipWatch
 
 POISON_STEP = 20
 MODULE = f'''
@@ -96,8 +96,9 @@ def test_the_first_skipped_update_is_named_and_the_run_stops_with_good_parameter
     trainer.notify = notices.append
     trainer.train(total_updates=2)  # 16 steps: all finite
     good = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
-    with pytest.raises(Diverged, match="3 updates in a row were skipped"):
-        trainer.train(total_updates=50)
+    summary = trainer.train(total_updates=50)  # returned, as the reference's train() does
+    assert summary["status"] == "diverged" and summary["num_updates"] == 5
+    assert trainer.diverged.startswith("3 updates in a row were skipped")
     # Update 3 takes the episodes' steps 17-24; rows 0 and 1 turn NaN in the step taken
     # after 20 (its 5th, index 4): env step 2 * 8 * 4 + 4 * 4 = 80.
     assert notices == [
@@ -121,8 +122,9 @@ def test_an_excessive_gradient_is_named_with_its_limit(tmp_path):
     trainer.algorithm.cfg.max_grad_norm_before_clip = 1e-9
     notices: list[str] = []
     trainer.notify = notices.append
-    trainer.train(total_updates=3)  # no limit: it trains on, skipping
-    (notice,) = notices
+    assert trainer.train(total_updates=3)["status"] == "completed"  # no limit: it trains on
+    notice, every = notices
+    assert every.startswith("every one of the run's 3 updates was skipped")
     assert re.fullmatch(
         r"update 1 was skipped: its gradient norm \S+ exceeds "
         r"algorithm.cfg.max_grad_norm_before_clip \(1e-09\)\.",
@@ -131,20 +133,37 @@ def test_an_excessive_gradient_is_named_with_its_limit(tmp_path):
     assert trainer.get_summary()["skipped_updates"] == 3
 
 
-def test_a_run_whose_every_update_was_skipped_ends_diverged_below_the_limit(tmp_path):
+def test_a_run_whose_every_update_was_skipped_below_the_limit_returns_with_a_warning(tmp_path):
     env = PointMass(4, seed=0)
     trainer = trainer_on(env, tmp_path, max_consecutive_skipped_updates=20)
     trainer.algorithm.cfg.max_grad_norm_before_clip = 1e-9  # every update skipped
-    trainer.notify = lambda message: None
+    notices: list[str] = []
+    trainer.notify = notices.append
     initial = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
-    with pytest.raises(Diverged, match="every one of the run's 3 updates was skipped"):
-        trainer.train(total_updates=3)  # 3 < 20 in a row: not stopped, yet nothing learned
+    summary = trainer.train(total_updates=3)  # 3 < 20 in a row: not stopped, nothing learned
+    assert summary["status"] == "completed" and summary["skipped_updates"] == 3
+    assert notices[-1].startswith("every one of the run's 3 updates was skipped")
     assert all(torch.equal(v, initial[k]) for k, v in trainer.policy.state_dict().items())
     trainer.algorithm.cfg.max_grad_norm_before_clip = 0.0
     trainer.train(total_updates=4)  # one applied update: the run is not all skipped
     trainer.algorithm.cfg.max_grad_norm_before_clip = 1e-9
     trainer.train(total_updates=6)  # then skipped ones below the limit: it ends normally
     assert trainer.get_summary()["skipped_updates"] == 5
+
+
+def test_the_references_one_skipped_update_returns_its_summary(tmp_path):
+    # The reference's trainer test: one update, skipped for a non-finite reward.
+    env = PointMass(4, seed=0)
+    env.step = lambda action, step=env.step: (
+        lambda result: (result[0], result[1] * float("nan"), *result[2:])
+    )(step(action))
+    trainer = trainer_on(env, tmp_path)
+    trainer.notify = lambda message: None
+    initial = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+    summary = trainer.train(total_updates=1)
+    assert summary["status"] == "completed" and summary["num_updates"] == 1
+    assert summary["last_train_metrics"]["train/skipped_update"] == 1.0
+    assert all(torch.equal(v, initial[k]) for k, v in trainer.policy.state_dict().items())
 
 
 def test_a_diverging_run_ends_diverged_with_its_own_exit_status(poisoned, tmp_path):
@@ -182,7 +201,7 @@ def test_a_nan_gradient_of_a_finite_rollout_names_the_users_line(tmp_path):
     notices: list[str] = []
     trainer.notify = notices.append
     trainer.train(total_updates=2)
-    (notice,) = notices
+    notice = notices[0]  # then: every update was skipped
     line = 1 + Path(__file__).read_text().splitlines().index(
         "        bonus = torch.where(x > 0, x.sqrt(), torch.zeros_like(x))"
     )

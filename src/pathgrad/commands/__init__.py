@@ -19,6 +19,7 @@ __all__ = [
     "RunFailed",
     "Terminated",
     "UsageError",
+    "hold_stop_signals",
     "signals_exit",
     "signals_ignored",
     "signals_raise",
@@ -39,13 +40,31 @@ class RunFailed(Exception):
     """Training stopped on a fault it names (a file it cannot write): one line, exit status 1."""
 
 
+_stop_signals_held = False  # see hold_stop_signals
+
+
+def hold_stop_signals() -> None:
+    """Ignore SIGINT and SIGTERM from now on, whatever block restores handlers later.
+
+    For a data-parallel rank already ending with an error: the others lose
+    contact as it leaves, and the agent then stops every rank still running;
+    held, this one still prints its line and exits with its own status.
+    """
+    global _stop_signals_held
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _stop_signals_held = True
+
+
 @contextlib.contextmanager
 def _handling_signals(handler: Any) -> Iterator[None]:
-    """Handle SIGINT and SIGTERM with ``handler`` inside the block, then restore.
+    """Handle SIGINT and SIGTERM with ``handler`` inside the block, then restore
+    (unless :func:`hold_stop_signals` was called meanwhile).
 
     Outside the main thread (Python can set handlers only there) it does nothing.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or _stop_signals_held:
         yield
         return
     previous_int = signal.signal(signal.SIGINT, handler)
@@ -53,8 +72,9 @@ def _handling_signals(handler: Any) -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
+        if not _stop_signals_held:
+            signal.signal(signal.SIGINT, previous_int)
+            signal.signal(signal.SIGTERM, previous_term)
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from pathgrad.commands import (
     RunFailed,
     Terminated,
     UsageError,
+    hold_stop_signals,
     signals_ignored,
     signals_raise,
 )
@@ -45,6 +46,7 @@ from pathgrad.commands.start_checks import check_budget_fits_schedule, run_budge
 from pathgrad.core.atomic_files import remove_stale_temporaries
 from pathgrad.distributed import DataParallel, join, leave, torchrun_world_size
 from pathgrad.distributed.launch import launch_ranks
+from pathgrad.distributed.launch_report import announce_run_dir
 from pathgrad.runs.builtin_configs import resolve_config
 from pathgrad.runs.config import RunConfig, dump_config, load_config, reference_translation
 from pathgrad.runs.config_sources import ConfigError, read_yaml
@@ -60,7 +62,6 @@ from pathgrad.runs.run import (
     create_run_dir,
     write_config,
 )
-from pathgrad.trainer.divergence import Diverged
 from pathgrad.trainer.progress import ProgressReporter
 from pathgrad.trainer.scalar_logging import eval_scalars, train_scalars
 
@@ -205,11 +206,17 @@ def _joined(config: RunConfig) -> Iterator[DataParallel]:
 
     A rank that fails leaves at once, without the shutdown barrier: the
     others, waiting in their next collective, lose contact within seconds
-    instead of waiting for the timeout.
+    instead of waiting for the timeout. A rank leaving with an error holds
+    off stop signals until it has printed it (the agent stops the others).
     """
     data_parallel = join(config.env.device, config.trainer.distributed_timeout_seconds)
     try:
         yield data_parallel
+    except Exception:
+        data_parallel.broken = True
+        if data_parallel.active:
+            hold_stop_signals()
+        raise
     except BaseException:
         data_parallel.broken = True
         raise
@@ -306,8 +313,12 @@ def _launch_requested(args: argparse.Namespace) -> bool:
 
 
 def _main_rank_lock(data_parallel: Any, run_dir: Path) -> Any:
-    """The run directory's lock, held by rank 0 (the only rank that writes there)."""
-    return RunLock(run_dir) if data_parallel.is_main else contextlib.nullcontext()
+    """The run directory's lock, held by rank 0 (the only rank that writes there),
+    which names the directory to the ``--nproc`` launcher, if any."""
+    if not data_parallel.is_main:
+        return contextlib.nullcontext()
+    announce_run_dir(run_dir)
+    return RunLock(run_dir)
 
 
 def _prepare_resume(run_dir: Path, args: argparse.Namespace, saved: RunConfig) -> ResumePoint:
@@ -455,16 +466,13 @@ def _run_training(
             trainer.callbacks[:] = [metrics, progress, *(callbacks or [])] if main else []
             started = True
             trainer.interrupts.open()  # raises a signal that came during start-up
-            trainer.train(**budget)
-        status = "stopped early" if trainer.stopped_early else "completed"
+            status = trainer.train(**budget)["status"]
+        if status == "diverged" and main:
+            print(f"pathgrad: diverged: {trainer.diverged}", file=sys.stderr)
     except KeyboardInterrupt:
         status = "interrupted"
     except Terminated:
         status = "terminated"
-    except Diverged as divergence:
-        status = "diverged"
-        if main:
-            print(f"pathgrad: diverged: {divergence}", file=sys.stderr)
     except OSError as failure:  # a file it cannot write: reported once the run is left safe
         if failure.errno not in _WRITE_FAULTS:
             crash = failure

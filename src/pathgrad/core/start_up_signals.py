@@ -11,16 +11,21 @@ from __future__ import annotations
 import _signal
 import os
 
-__all__ = ["EXIT_SIGINT", "EXIT_SIGTERM", "exit_now", "guard", "restore"]
+__all__ = ["EXIT_SIGINT", "EXIT_SIGTERM", "LAUNCHED_VARIABLE", "exit_now", "guard", "restore"]
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+# Set in the environment of the ranks that ``pathgrad ... --nproc N`` starts: the
+# launcher says how the job ended (pathgrad.distributed.launch_report).
+LAUNCHED_VARIABLE = "PATHGRAD_LAUNCHED_RANKS"
 
 
 def exit_now(signum: int, frame: object) -> None:
-    """The handler: one line, then ``os._exit`` (a library being imported cannot swallow it)."""
+    """The handler: one line (the launcher's, for its ranks), then ``os._exit`` (a library
+    being imported cannot swallow it)."""
     interrupted = signum == _signal.SIGINT
-    os.write(2, b"pathgrad: interrupted\n" if interrupted else b"pathgrad: terminated\n")
+    if not os.environ.get(LAUNCHED_VARIABLE):
+        os.write(2, b"pathgrad: interrupted\n" if interrupted else b"pathgrad: terminated\n")
     os._exit(EXIT_SIGINT if interrupted else EXIT_SIGTERM)
 
 

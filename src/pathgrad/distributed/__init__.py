@@ -8,11 +8,12 @@ end of every update, and rank 0 alone evaluates, logs and writes checkpoints
 """
 
 from pathgrad.distributed.context import exit_rank, join, leave, rank_seed, torchrun_world_size
-from pathgrad.distributed.sync import DataParallel, DistributedError
+from pathgrad.distributed.sync import DataParallel, DistributedError, LostContact
 
 __all__ = [
     "DataParallel",
     "DistributedError",
+    "LostContact",
     "exit_rank",
     "join",
     "leave",

@@ -2,29 +2,36 @@
 
 The ranks are started by torch's own elastic agent (the engine behind
 ``torchrun``), run in this process so that the job reads like one command: the
-ranks print their lines, the agent's logs and failure report stay silent, and
-the exit status is the failing rank's own (2 for bad input, 130 / 143 after a
-signal, 1 when training failed). Each rank ends as ``terminated``, with its
-final checkpoint, when this launcher dies, even by ``kill -9``
-(:mod:`pathgrad.core.parent_watch`).
+ranks print their own errors, the agent's logs and failure report stay
+silent, and a job that a rank ended early ends with the launcher's one line
+(:mod:`pathgrad.distributed.launch_report`). The exit status is the failing
+rank's own (2 for bad input, 130 / 143 after a signal, 128 + N for a rank
+killed by signal N, 1 when training failed). Each rank ends as
+``terminated``, with its final checkpoint, when this launcher dies, even by
+``kill -9`` (:mod:`pathgrad.core.parent_watch`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import signal
 import sys
+import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from pathgrad.core.parent_watch import supervised_environment
+from pathgrad.distributed.launch_report import (
+    LAUNCHED_VARIABLE,
+    RUN_DIR_FILE_VARIABLE,
+    announced_run_dir,
+    failure_report,
+    signal_report,
+)
 
 __all__ = ["LAUNCHED_VARIABLE", "launch_ranks", "rank_command", "torchrun_command"]
-
-# Set in every rank's environment: its errors are reported by rank 0 and the launcher.
-LAUNCHED_VARIABLE = "PATHGRAD_LAUNCHED_RANKS"
-_EXIT_SIGINT, _EXIT_SIGTERM = 130, 143
 
 
 def rank_command(argv: Sequence[str]) -> list[str]:
@@ -52,15 +59,15 @@ def torchrun_command(nproc: int, argv: Sequence[str]) -> list[str]:
 def launch_ranks(nproc: int, argv: Sequence[str]) -> int:
     """Run ``nproc`` ranks of ``pathgrad ARGV`` (without ``--nproc``); their exit status.
 
-    A rank that fails ends the job at once: the agent stops the others, which
-    lose contact with it within seconds. A rank killed by a signal that no one
-    reported is named in one line.
+    A rank that fails ends the job at once: the agent stops the others. The
+    launcher then says in one line which rank ended it and how, what became
+    of the others and where the last checkpoint is (:mod:`.launch_report`);
+    the agent's own logs and failure report stay silent.
     """
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    _silence_agent_logs()
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
@@ -75,37 +82,42 @@ def launch_ranks(nproc: int, argv: Sequence[str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     previous = dict(os.environ)
-    os.environ.update(supervised_environment({LAUNCHED_VARIABLE: "1"}))
+    with tempfile.TemporaryDirectory(prefix="pathgrad-launch-") as folder, _agent_silenced():
+        note = Path(folder) / "run_dir"
+        os.environ.update(
+            supervised_environment({LAUNCHED_VARIABLE: "1", RUN_DIR_FILE_VARIABLE: str(note)})
+        )
+        try:
+            elastic_launch(config, sys.executable)("-m", "pathgrad", *rank_command(argv))
+        except ChildFailedError as failure:
+            codes = {rank: int(f.exitcode) for rank, f in failure.failures.items()}
+            line, code = failure_report(codes, int(nproc), announced_run_dir(note))
+        except SignalException as stop:
+            line, code = signal_report(int(stop.sigval), announced_run_dir(note))
+        else:
+            line, code = None, 0
+        finally:
+            os.environ.clear()
+            os.environ.update(previous)
+    if line is not None:
+        print(line, file=sys.stderr)
+    return code
+
+
+@contextlib.contextmanager
+def _agent_silenced() -> Iterator[None]:
+    """Nothing the agent logs reaches the terminal while it runs.
+
+    Its loggers (``torch.distributed.*``) set their own level when first
+    created, some during the launch, so levels cannot silence them; their
+    records all pass ``torch.distributed``, whose handler (torch's stderr
+    handler) is replaced by a null one meanwhile.
+    """
+    logger = logging.getLogger("torch.distributed")
+    kept = (logger.handlers[:], logger.propagate)
+    logger.handlers[:] = [logging.NullHandler()]
+    logger.propagate = False
     try:
-        elastic_launch(config, sys.executable)("-m", "pathgrad", *rank_command(argv))
-    except ChildFailedError as failure:
-        return _failure_status(failure.failures)
-    except SignalException as stop:
-        return _EXIT_SIGINT if stop.sigval == signal.SIGINT else _EXIT_SIGTERM
+        yield
     finally:
-        os.environ.clear()
-        os.environ.update(previous)
-    return 0
-
-
-def _failure_status(failures: dict) -> int:
-    """Rank 0's exit status when it failed, else the first failed rank's; signals named."""
-    ordered = sorted(failures.items())
-    rank, failure = next(((r, f) for r, f in ordered if r == 0), ordered[0])
-    code = int(failure.exitcode)
-    if code >= 0:
-        return code
-    name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else -code
-    print(
-        f"pathgrad: error: rank {rank} of the job was killed ({name}); the last checkpoint "
-        "is intact: resume the run from it.",
-        file=sys.stderr,
-    )
-    return 128 - code
-
-
-def _silence_agent_logs() -> None:
-    """The agent's warnings repeat what the ranks say (each logger sets its own level)."""
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith("torch.distributed"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+        logger.handlers[:], logger.propagate = kept

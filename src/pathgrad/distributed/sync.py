@@ -25,12 +25,16 @@ from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["DataParallel", "DistributedError"]
+__all__ = ["DataParallel", "DistributedError", "LostContact"]
 
 T = TypeVar("T")
 
 
 class DistributedError(RuntimeError):
+    """The ranks cannot work together: a failed rendezvous, an inconsistent setting."""
+
+
+class LostContact(DistributedError):
     """A collective failed: another rank died, stopped or timed out."""
 
 
@@ -76,13 +80,13 @@ class DataParallel:
     def _collective(self, what: str, operation: Callable[[], T]) -> T:
         """Run a collective; any failure becomes one :class:`DistributedError`."""
         if self.broken:
-            raise DistributedError(f"rank {self.rank}: the ranks have already lost contact.")
+            raise LostContact(f"rank {self.rank}: the ranks have already lost contact.")
         try:
             return operation()
         except Exception as error:  # noqa: BLE001 - gloo/NCCL raise several types
             self.broken = True
             detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise DistributedError(
+            raise LostContact(
                 f"rank {self.rank} of {self.world_size}: lost contact with the other ranks "
                 f"during {what} ({detail}); another rank died, stopped or timed out. The "
                 "last checkpoint is intact: resume the run from it."

@@ -71,10 +71,9 @@ class DifferentiableTrainerCfg:
             ``eval_history`` (the most recent ones), so memory stays flat.
         num_threads: Torch intra-op threads per process (``auto``: see
             :mod:`pathgrad.trainer.threads`).
-        max_consecutive_skipped_updates: Stop training with
-            :class:`~pathgrad.trainer.divergence.Diverged` (status ``diverged``) after
-            this many skipped updates in a row, or at the end of a run whose
-            every update was skipped (0: never).
+        max_consecutive_skipped_updates: Stop training after this many
+            skipped updates in a row: ``train()`` returns its summary with
+            status ``diverged`` (the command line exits 3); 0: never.
         distributed_timeout_seconds: Under ``torchrun``, the longest any
             rank waits for the others at a collective (rendezvous, gradient
             average, evaluation, checkpoint) before failing with an error;

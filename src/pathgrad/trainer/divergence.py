@@ -6,8 +6,8 @@ An update whose loss or gradient is not finite (or whose gradient exceeds
 one line (what was not finite, in how many env rows, from which env step: the
 update is replayed without gradients from the state it started in, so
 updates that are not skipped cost nothing), and after
-``max_consecutive_skipped_updates`` in a row the trainer raises
-:class:`Diverged`, keeping the last good parameters.
+``max_consecutive_skipped_updates`` in a row training ends with status
+``diverged``, keeping the last good parameters.
 """
 
 from __future__ import annotations
@@ -20,11 +20,7 @@ import torch
 
 from pathgrad.core.autograd_faults import locate_nan_gradient
 
-__all__ = ["Diverged", "SkipWatch", "describe_skipped_update"]
-
-
-class Diverged(Exception):
-    """Training stopped after too many consecutive skipped updates (status ``diverged``)."""
+__all__ = ["SkipWatch", "describe_skipped_update"]
 
 
 class SkipWatch:
@@ -91,9 +87,9 @@ def describe_skipped_update(
 
     if snapshot.env is None or steps <= 0:
         return line(cause)
-    found = _replay(trainer, snapshot, steps)
-    if found:
-        return line(f"{found}; {cause}")
+    found, stepped = _replay(trainer, snapshot, steps)
+    if found:  # the stiffness hint only where a step turned a finite state non-finite
+        return line(f"{found}; {cause}") if stepped else f"{title}: {found}; {cause}."
     if cause != "its policy gradient is not finite":
         return line(cause)
     growth = _growth_clause(trainer)
@@ -171,8 +167,9 @@ def _gradient_cause(trainer: Any, metrics: dict[str, float]) -> str:
     return "its policy gradient is not finite"
 
 
-def _replay(trainer: Any, snapshot: Any, steps: int) -> str:
-    """What was not finite in the update's rollout, replayed; '' when all was finite.
+def _replay(trainer: Any, snapshot: Any, steps: int) -> tuple[str, bool]:
+    """What was not finite in the update's rollout, replayed ('' when all was finite), and
+    whether a step turned a finite state non-finite (not a reset, nor the start).
 
     ``snapshot``: the :class:`~pathgrad.trainer.interruption.UpdateSnapshot` taken
     before the update.
@@ -187,8 +184,11 @@ def _replay(trainer: Any, snapshot: Any, steps: int) -> str:
             )
             rewards = ~torch.isfinite(rollout.rewards)  # [T, N]
             observations = ~torch.isfinite(rollout.observations).flatten(2).all(-1)  # [T, N]
+            started = observations[0].clone()  # not finite before the update's first step
             following = torch.stack([t.next_observation for t in rollout.transitions])
-            observations = observations | ~torch.isfinite(following).flatten(2).all(-1)
+            after = ~torch.isfinite(following).flatten(2).all(-1)  # [T, N]
+            observations = observations | after
+            done = torch.stack([t.done for t in rollout.transitions]).reshape(after.shape)
     finally:
         now.restore(trainer)
     parts = []
@@ -201,4 +201,11 @@ def _replay(trainer: Any, snapshot: Any, steps: int) -> str:
                 f"non-finite {name} in {rows} of {num_envs} envs from env step "
                 f"{start_step + first * trainer.global_num_envs:,}"
             )
-    return ", ".join(parts)
+    reset = started | (after & done).any(0)
+    stepped = ((after & ~done) | rewards).any(0) & ~started
+    if bool(reset.any()):
+        parts.append(
+            f"the state was not finite after a reset (or at the start) in {int(reset.sum())} "
+            f"of {num_envs} envs: the initial state itself is not finite"
+        )
+    return ", ".join(parts), bool(stepped.any())

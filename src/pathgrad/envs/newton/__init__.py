@@ -3,41 +3,22 @@
 Needs the optional extra: ``pip install 'pathgrad[newton]'`` (``newton`` and
 ``warp-lang``). Warp's start-up, missing-CUDA-driver and module-load messages
 are silenced (its log level is raised to warnings) unless
-``PATHGRAD_WARP_VERBOSE=1``.
+``PATHGRAD_WARP_VERBOSE=1`` (:mod:`pathgrad.core.quiet_warp`).
 """
 
 from __future__ import annotations
 
-import os
-
 try:
     import warp as _wp
 
-    _quiet = os.environ.get("PATHGRAD_WARP_VERBOSE") != "1"
-    if _quiet:
-        _wp.config.log_level = _wp.LOG_ERROR
-    import newton as _newton  # noqa: F401  (initializes Warp)
+    from pathgrad.core.quiet_warp import init_quietly as _init_quietly
+
+    _init_quietly(_wp)  # before Newton's import, which may initialize Warp
+    import newton as _newton  # noqa: F401
 except ImportError as _error:  # pragma: no cover - depends on the installation
     raise ImportError(
         f"pathgrad.envs.newton needs Newton and Warp: pip install 'pathgrad[newton]' ({_error})."
     ) from _error
-
-
-def _init_warp_quietly() -> None:
-    """Initialize Warp with stderr muted: its native code reports a missing CUDA driver."""
-    devnull, saved = os.open(os.devnull, os.O_WRONLY), os.dup(2)
-    try:
-        os.dup2(devnull, 2)
-        _wp.init()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-
-
-if _quiet:
-    _init_warp_quietly()
-    _wp.config.log_level = _wp.LOG_WARNING
 
 from pathgrad.envs.newton.ant import NewtonAnt  # noqa: E402
 from pathgrad.envs.newton.base import NewtonEnv  # noqa: E402
