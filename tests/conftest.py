@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-NEWTON_TESTS = ("envs/newton/", "rendering/test_render_newton.py")
+NEWTON_TESTS = ("envs/newton/", "rendering/test_render_newton.py", "experimental/")
 # Modules whose tests start pathgrad processes that train (tens of seconds each).
 LONG_TESTS = ("commands/test_sweep_faults.py", "commands/test_sweeps.py", "distributed/",
               "test_scripts.py", "test_docs.py")  # fmt: skip

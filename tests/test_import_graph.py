@@ -103,6 +103,7 @@ LAYERS = (
         (
             "pathgrad.policies",
             "pathgrad.squashed_normal",
+            "pathgrad.mlp",
             "pathgrad.models",
             "pathgrad.normalization",
             "pathgrad.gradients",
@@ -115,6 +116,7 @@ LAYERS = (
     ),
     ("compiled", ("pathgrad.compiled",)),
     ("trainer", ("pathgrad.trainer", "pathgrad.differentiable_trainer", "pathgrad.distributed")),
+    ("experimental", ("pathgrad.experimental",)),  # the reference's experimental tasks
     ("runs", ("pathgrad.runs",)),
     (
         "entry points",

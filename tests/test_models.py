@@ -263,7 +263,34 @@ def test_mlp_builder_orthogonal_init_and_errors():
         network = {"hidden_sizes": [4], "orthogonal_init": [1.0]}
         build_mlp_from_cfg({"type": "mlp", "network_cfg": network}, 1, 1)
     with pytest.raises(ValueError, match="activation must be one of"):
-        MLP(1, 1, [4], activation="swish")
+        MLP(1, 1, [4], activation="swirl")
+
+
+def test_mlp_takes_the_references_names_shapes_and_default_gain():
+    torch.manual_seed(0)
+    mine = MLP(in_dim=6, out_dim=2, hidden_sizes=[8], activation="swish")
+    theirs = MLP(input_dim=6, output_dim=2, hidden_dims=[8], activation="swish")
+    assert isinstance(theirs[1], nn.SiLU)
+    theirs.load_state_dict(mine.state_dict())  # the same layers: checkpoints load either way
+    x = torch.randn(5, 6)
+    torch.testing.assert_close(theirs(x), mine(x))
+    shaped = MLP(input_dim=6, output_dim=(3, 2), hidden_dims=[8])
+    assert shaped.linear_layers[-1].out_features == 6 and shaped(x).shape == (5, 3, 2)
+    square = MLP(4, 4, [4])
+    square.init_orthogonal()  # the reference's default gain: 1.0
+    for layer in square.linear_layers:
+        torch.testing.assert_close(layer.weight @ layer.weight.T, torch.eye(4))
+    square.init_orthogonal(scales=[2.0, 0.5])
+    head = square.linear_layers[-1]
+    torch.testing.assert_close(head.weight @ head.weight.T, 0.25 * torch.eye(4))
+    square.init_orthogonal(gains=3.0)  # pathgrad's earlier keyword
+    torch.testing.assert_close(head.weight @ head.weight.T, 9.0 * torch.eye(4))
+    with pytest.raises(TypeError, match="MLP needs input_dim \\(or in_dim\\)"):
+        MLP(output_dim=2, hidden_dims=[4])
+    with pytest.raises(TypeError, match="MLP got output_dim=2 and out_dim=3: give one"):
+        MLP(1, 2, [4], out_dim=3)
+    with pytest.raises(ValueError, match="output_dim must be a positive int or shape"):
+        MLP(1, (2, 0), [4])
 
 
 def test_policy_builder_registry_and_initial_log_std():

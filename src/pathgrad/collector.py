@@ -247,7 +247,7 @@ class DifferentiableCollector:
         """Reset the env (seeded if given) and the collector's observation."""
         result = self.env.reset(seed=seed)
         if not self._reset_checked:  # the first reset meets the contract, or training stops
-            check_first_result(self.env, "reset", result)
+            check_first_result(self.env, "reset", result, policy_dtype=self._policy_dtype())
             self._reset_checked = True
         self._observation, info = result
         return self._observation, info
@@ -301,7 +301,11 @@ class DifferentiableCollector:
             result = self.env.step(action)
             if not self._step_checked:
                 check_first_result(
-                    self.env, "step", result, needs_final_observation=self.needs_final_observation
+                    self.env,
+                    "step",
+                    result,
+                    needs_final_observation=self.needs_final_observation,
+                    policy_dtype=self._policy_dtype(),
                 )
                 self._step_checked = True
             next_observation, reward, terminated, truncated, info = result
@@ -314,6 +318,16 @@ class DifferentiableCollector:
                 on_step_callback(transition)
         self._observation = observation
         return self._checked(DifferentiableRollout(initial_observation, tuple(transitions), stats))
+
+    def _policy_dtype(self) -> torch.dtype | None:
+        """The dtype of the policy's floating-point parameters (None without any)."""
+        parameters = getattr(self.policy, "parameters", None)
+        if not callable(parameters):
+            return None
+        for parameter in parameters():
+            if parameter.is_floating_point():
+                return parameter.dtype
+        return None
 
     def _checked(self, rollout: DifferentiableRollout) -> DifferentiableRollout:
         """The first window collected with gradients must have a differentiable reward."""

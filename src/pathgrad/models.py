@@ -22,8 +22,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from pathgrad.policies import ACTIVATIONS, PolicyOutput
+from pathgrad.mlp import MLP
 from pathgrad.policies import Policy as TensorPolicy
+from pathgrad.policies import PolicyOutput
 
 __all__ = [
     "MLP",
@@ -35,16 +36,6 @@ __all__ = [
     "get_registered_policy_names",
     "register_policy",
 ]
-
-# The MLP's activations: the policies' ones and a few more of torch's.
-MLP_ACTIVATIONS: dict[str, type[nn.Module]] = {
-    **ACTIVATIONS,
-    "leaky_relu": nn.LeakyReLU,
-    "sigmoid": nn.Sigmoid,
-    "softplus": nn.Softplus,
-    "identity": nn.Identity,
-}
-
 
 class Policy(nn.Module, metaclass=ABCMeta):
     """The reference's policy base: TensorDict in, the same TensorDict with outputs out.
@@ -85,76 +76,6 @@ class Policy(nn.Module, metaclass=ABCMeta):
     @abstractmethod
     def evaluate_actions(self, tensordict: Any) -> Any:
         """``sample_log_prob``, ``entropy`` and ``value`` of ``tensordict["action"]``, new."""
-
-
-class MLP(nn.Sequential):
-    """``Linear -> activation [-> LayerNorm] [-> Dropout]`` per hidden width, then a head.
-
-    Args:
-        in_dim: Input size.
-        out_dim: Output size.
-        hidden_sizes: Hidden widths.
-        activation: Hidden activation (see ``MLP_ACTIVATIONS``).
-        last_activation: Activation after the head (``None``: linear output).
-        use_layernorm: A ``LayerNorm`` after every hidden activation.
-        dropout_p: Dropout probability after every hidden layer (0: none).
-    """
-
-    def __init__(
-        self,
-        in_dim: int,
-        out_dim: int,
-        hidden_sizes: Sequence[int],
-        activation: str = "elu",
-        last_activation: str | None = None,
-        use_layernorm: bool = False,
-        dropout_p: float = 0.0,
-    ) -> None:
-        for name in (activation, last_activation):
-            if name is not None and name.lower() not in MLP_ACTIVATIONS:
-                raise ValueError(
-                    f"activation must be one of {sorted(MLP_ACTIVATIONS)}, got '{name}'."
-                )
-        if not 0.0 <= float(dropout_p) < 1.0:
-            raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}.")
-        layers: list[nn.Module] = []
-        width = int(in_dim)
-        for size in hidden_sizes:
-            if int(size) <= 0:
-                raise ValueError(f"hidden_sizes must be positive, got {list(hidden_sizes)}.")
-            layers += [nn.Linear(width, int(size)), MLP_ACTIVATIONS[activation.lower()]()]
-            if use_layernorm:
-                layers.append(nn.LayerNorm(int(size)))
-            if dropout_p > 0.0:
-                layers.append(nn.Dropout(float(dropout_p)))
-            width = int(size)
-        layers.append(nn.Linear(width, int(out_dim)))
-        if last_activation is not None:
-            layers.append(MLP_ACTIVATIONS[last_activation.lower()]())
-        super().__init__(*layers)
-
-    @property
-    def linear_layers(self) -> list[nn.Linear]:
-        """The ``Linear`` layers, input to head."""
-        return [module for module in self if isinstance(module, nn.Linear)]
-
-    def init_orthogonal(self, gains: float | Sequence[float] = math.sqrt(2.0)) -> None:
-        """Orthogonal weights (``gains``: one for all, or one per ``Linear``), zero biases.
-
-        Raises:
-            ValueError: If a list of gains does not have one per ``Linear`` layer.
-        """
-        linears = self.linear_layers
-        values = [float(gains)] * len(linears) if isinstance(gains, int | float) else list(gains)
-        if len(values) != len(linears):
-            raise ValueError(
-                f"orthogonal_init needs one gain per linear layer ({len(linears)}), "
-                f"got {len(values)}."
-            )
-        with torch.no_grad():
-            for layer, gain in zip(linears, values, strict=True):
-                nn.init.orthogonal_(layer.weight, gain=float(gain))
-                nn.init.zeros_(layer.bias)
 
 
 class ActorOnly(Policy, TensorPolicy):

@@ -295,3 +295,49 @@ def test_the_outcome_names_a_stale_evaluation_as_the_last_one(capsys, tmp_path):
         trainer.last_eval_metrics["eval/success_rate"] = rate
         print_outcome(trainer, "completed", tmp_path, "final.pt", None, False)
         assert f"final evaluation at step 4,096: return -3{shown}\n" in capsys.readouterr().out
+
+
+PADDED_MASS = """
+import numpy as np
+import torch
+from gymnasium.spaces import Box
+from pathgrad import register_learning_env
+from pathgrad.envs import PointMass
+
+
+@register_learning_env("PaddedMass")
+class PaddedMass(PointMass):
+    '''PointMass with EXTRA zero entries at the end of its observations.'''
+
+    EXTRA = {extra}
+    observation_dim = 6 + EXTRA
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.single_observation_space = Box(-np.inf, np.inf, (6 + self.EXTRA,), np.float32)
+
+    def _observe(self, state):
+        observation = super()._observe(state)
+        return torch.cat([observation, observation.new_zeros(len(observation), self.EXTRA)], -1)
+"""
+
+
+def test_a_checkpoint_of_an_env_whose_spaces_changed_names_the_space_and_both_sizes(tmp_path):
+    (tmp_path / "padded.py").write_text(PADDED_MASS.format(extra=1))
+    result = warm_processes.run(
+        [PATHGRAD, "train", "env.module=padded", "env.name=PaddedMass", *FAST],
+        cwd=tmp_path, env=ENV,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    (tmp_path / "padded.py").write_text(PADDED_MASS.format(extra=3))  # the env changed
+    for command in ("eval", "export"):
+        extra = ["-o", str(tmp_path / "p.pt2")] if command == "export" else []
+        result = warm_processes.run([PATHGRAD, command, str(run_dir), *extra], cwd=tmp_path,
+                                    env=ENV)  # fmt: skip
+        assert_usage_error(
+            result,
+            "was trained for an observation of size 7, but the env's observation has size 9 "
+            "now: the env's observation space changed since training (its config did not)",
+        )
+    assert not (tmp_path / "p.pt2").exists()

@@ -7,10 +7,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from gymnasium.spaces import Box
 
 import warm_processes
+from helpers import LinearPolicy, ScalarEnv
 from pathgrad.core.env_contract import EnvContractError, check_first_result
 from pathgrad.envs import PointMass
 
@@ -44,6 +47,15 @@ MODULE = textwrap.dedent(
             return observation, reward, terminated.float(), truncated, info
 
 
+    @register_learning_env("NanStartMass")
+    class NanStartMass(PointMass):
+        def _sample_initial_state(self, num):
+            state = super()._sample_initial_state(num)
+            velocity = state["velocity"].clone()
+            velocity[num - 1, 1] = float("nan")
+            return {**state, "velocity": velocity}
+
+
     @register_learning_env("DoubleObservationMass")
     class DoubleObservationMass(PointMass):
         def _observe(self, state):
@@ -61,9 +73,13 @@ MODULE = textwrap.dedent(
                              "expected shape (16,), got (16, 1)"),
         ("FloatDoneMass", "FloatDoneMass.step() broke the env contract: terminated: expected "
                           "dtype torch.bool, got torch.float32"),
+        ("NanStartMass", "NanStartMass.reset() broke the env contract: state['velocity']: not "
+                         "finite (nan) in row 15, entry 1; 1 of 16 rows have such entries: the "
+                         "initial state must be finite"),
         ("DoubleObservationMass", "DoubleObservationMass.reset() broke the env contract: "
-                                  "observation: expected dtype torch.float32 (the env's dtype), "
-                                  "got torch.float64"),
+                                  "observation: dtype torch.float64, but the policy's parameters "
+                                  "are torch.float32: build the policy in the observations' dtype "
+                                  "(or emit observations in the policy's)"),
     ],
 )  # fmt: skip
 def test_a_broken_contract_stops_training_in_one_line(tmp_path, env, line):
@@ -97,3 +113,46 @@ def test_the_first_results_of_a_working_env_pass_and_a_missing_info_fails():
         )  # fmt: skip
     with pytest.raises(EnvContractError, match=r"PointMass.step\(\).*expected a tuple"):
         check_first_result(env, "step", (observation, reward))
+
+
+class DeclaredApart(ScalarEnv):
+    """A seed-level env whose space keeps Gymnasium's default float32 whatever it emits."""
+
+    def __init__(self, dtype: torch.dtype, declared: type = np.float32) -> None:
+        super().__init__([0.5, -0.3, 0.2, 0.9], episode_steps=8, dtype=dtype)
+        self.single_observation_space = Box(-np.inf, np.inf, (1,), declared)
+        self.single_action_space = Box(-1.0, 1.0, (1,), declared)
+
+
+@pytest.mark.parametrize(
+    ("emitted", "declared"), [(torch.float64, np.float32), (torch.float32, np.float64)]
+)
+def test_a_space_that_declares_another_dtype_trains_with_one_warning(emitted, declared):
+    from pathgrad.algo import APG, APGCfg
+    from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
+
+    env = DeclaredApart(emitted, declared)
+    policy = LinearPolicy(dtype=emitted)
+    before = [p.detach().clone() for p in policy.parameters()]
+    cfg = DifferentiableTrainerCfg(segment_length=4, eval_frequency_steps=0)
+    algorithm = APG(APGCfg(optimizer={"name": "adam", "learning_rate": 0.05}), policy)
+    trainer = DifferentiableTrainer(cfg, env, policy, algorithm)
+    with pytest.warns(UserWarning, match=r"observation: expected dtype .*\(the env's dtype\), "
+                      r"got .*; it trains in the dtype it emits") as caught:  # fmt: skip
+        summary = trainer.train(total_updates=3)
+    assert len([w for w in caught if "trains in the dtype" in str(w.message)]) == 1
+    assert summary["num_updates"] == 3
+    assert not all(torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))
+
+
+def test_an_observation_in_another_dtype_than_the_policys_is_one_line():
+    env = DeclaredApart(torch.float64)
+    observation = env.reset()[0]
+    check_first_result(env, "reset", (observation, {}), policy_dtype=torch.float64)
+    with pytest.raises(EnvContractError) as raised:
+        check_first_result(env, "reset", (observation, {}), policy_dtype=torch.float32)
+    assert str(raised.value) == (
+        "DeclaredApart.reset() broke the env contract: observation: dtype torch.float64, but the "
+        "policy's parameters are torch.float32: build the policy in the observations' dtype (or "
+        "emit observations in the policy's)."
+    )

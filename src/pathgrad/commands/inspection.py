@@ -6,7 +6,11 @@ import argparse
 import functools
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+
+import numpy as np
+from gymnasium.spaces import Box
 
 from pathgrad.checkpoint import INDEX_FILENAME, latest_checkpoint, read_checkpoint
 from pathgrad.commands import UsageError, signals_raise
@@ -143,9 +147,43 @@ def policy_from_checkpoint(
             normalizer = RunningObservationNormalizer(dim, config.env.device)
             normalizer.load_state_dict(state)
     except (ValueError, KeyError, TypeError, RuntimeError) as error:
+        changed = _space_change(config, checkpoint.get("policy"), env)
+        if changed is not None:
+            space, now, then = changed
+            raise UsageError(
+                f"'{path}' was trained for an {space} of size {then}, but the env's {space} "
+                f"has size {now} now: the env's {space} space changed since training (its "
+                "config did not); use the env it was trained with."
+            ) from error
         raise UsageError(f"'{path}' does not match its own config: {error}") from error
     policy.eval()
     return policy, normalizer
+
+
+def _space_change(config: RunConfig, saved: Any, env: Any) -> tuple[str, int, int] | None:
+    """Which of the env's spaces no longer has the size the checkpoint's policy was built
+    for: ``("action", env's size, checkpoint's size)``; None if none (or not that).
+
+    The policy of the config is rebuilt for each size the saved entries hold, one space
+    changed at a time: the size whose every entry fits is the checkpoint's.
+    """
+    if not isinstance(saved, dict):
+        return None
+    shapes = {key: tuple(value.shape) for key, value in saved.items() if hasattr(value, "shape")}
+    sizes = {size for shape in shapes.values() for size in shape}
+    spaces = {"observation": env.single_observation_space, "action": env.single_action_space}
+    for name, space in spaces.items():
+        for size in sorted(sizes - {int(space.shape[-1])}):
+            resized = Box(-np.inf, np.inf, (int(size),), space.dtype)
+            twin = SimpleNamespace(**{f"single_{n}_space": s for n, s in spaces.items()})
+            setattr(twin, f"single_{name}_space", resized)
+            try:
+                built = build_policy(config, twin).state_dict()
+            except (ValueError, TypeError, RuntimeError):
+                continue
+            if {key: tuple(value.shape) for key, value in built.items()} == shapes:
+                return name, int(space.shape[-1]), int(size)
+    return None
 
 
 def command_eval(args: argparse.Namespace) -> int:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import warnings
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,10 +58,20 @@ _TRAINING_MEMBERS = ("reset()", "step()", "observation", "reward", "terminated",
 
 
 def check_first_result(
-    env: Any, kind: str, result: Any, *, needs_final_observation: bool = True
+    env: Any,
+    kind: str,
+    result: Any,
+    *,
+    needs_final_observation: bool = True,
+    policy_dtype: torch.dtype | None = None,
 ) -> None:
     """Check what the first ``reset`` or ``step`` (``kind``) of ``env`` returned.
 
+    It judges what training needs, as the reference does: shapes, devices and
+    flags, and an observation in the dtype of the policy's parameters
+    (``policy_dtype``, where the caller has the policy). A tensor whose dtype
+    differs from the one the env declares (``env.dtype`` or its observation
+    space's) trains all the same: one warning per env, not an error.
     ``info['final_observation']`` may be missing unless ``needs_final_observation``
     (the critic algorithms bootstrap from it; APG does not, nor do the reference's
     envs always give it). Given, it is checked either way.
@@ -69,16 +81,59 @@ def check_first_result(
             and what came, for the first problem (and how many more there are).
     """
     found = reset_problems(env, result) if kind == "reset" else step_problems(env, result)
-    problems = [problem for problem in found if problem.member in _TRAINING_MEMBERS]
+    problems = [
+        problem
+        for problem in found
+        if problem.member in _TRAINING_MEMBERS or problem.text.startswith(_NOT_FINITE)
+    ]
     if not needs_final_observation:
         missing = Problem("info['final_observation']", "missing")
         problems = [problem for problem in problems if problem != missing]
+    declared = [problem for problem in problems if _DECLARED_DTYPE in problem.text]
+    problems = [problem for problem in problems if _DECLARED_DTYPE not in problem.text]
+    observation = result[0] if isinstance(result, tuple) and result else None
+    if (
+        policy_dtype is not None
+        and isinstance(observation, torch.Tensor)
+        and observation.is_floating_point()
+        and observation.dtype != policy_dtype
+    ):
+        problems.insert(0, Problem("observation", (
+            f"dtype {observation.dtype}, but the policy's parameters are {policy_dtype}: "
+            "build the policy in the observations' dtype (or emit observations in the "
+            "policy's)"
+        )))  # fmt: skip
     if problems:
         more = f" (and {len(problems) - 1} more: `pathgrad check-env` lists them)"
         raise EnvContractError(
             f"{type(env).__name__}.{kind}() broke the env contract: {problems[0]}"
             f"{more if len(problems) > 1 else ''}."
         )
+    if declared and _first_warning(env):
+        warnings.warn(
+            f"{type(env).__name__}.{kind}(): {declared[0]}; it trains in the dtype it emits, "
+            "but a space (or env.dtype) that says what the env returns avoids surprises.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+_DECLARED_DTYPE = "(the env's dtype)"  # in a dtype problem measured against the declared dtype
+_WARNED = weakref.WeakSet()  # envs already warned about their declared dtype
+_WARNED_IDS: set[int] = set()  # ... those that take no weak reference
+
+
+def _first_warning(env: Any) -> bool:
+    """Whether ``env`` has not been warned about its declared dtype yet (and now is)."""
+    try:
+        if env in _WARNED:
+            return False
+        _WARNED.add(env)
+    except TypeError:
+        if id(env) in _WARNED_IDS:
+            return False
+        _WARNED_IDS.add(id(env))
+    return True
 
 
 def check_reward_path(env: Any, actions: list[Any], rewards: list[Any]) -> bool:
@@ -199,7 +254,35 @@ def reset_problems(env: Any, result: Any) -> list[Problem]:
     problems = _observation_problems(env, "observation", observation)
     if not isinstance(info, Mapping):
         problems.append(Problem("reset() info", f"expected a mapping, got {_summary(info)}"))
-    return problems + state_problems(env)
+    return _non_finite_start(env, observation) + problems + state_problems(env)
+
+
+_NOT_FINITE = "not finite"  # a problem of a first reset that nothing can train from
+
+
+def _non_finite_start(env: Any, observation: Any) -> list[Problem]:
+    """A first reset's non-finite entries: the carried state's first (the cause, named by
+    the env's ``state_entry_name(key, column)`` where it has one), then the observation's."""
+    state = getattr(env, "state", None)
+    members = list(state.items()) if isinstance(state, Mapping) else []
+    namer = getattr(env, "state_entry_name", None)
+    problems = []
+    for key, value in [*((f"state[{k!r}]", v) for k, v in members), ("observation", observation)]:
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.ndim == 0:
+            continue
+        bad = ~torch.isfinite(value.detach().reshape(value.shape[0], -1))
+        if not bool(bad.any()):
+            continue
+        row, column = (int(i) for i in bad.nonzero()[0])
+        number = float(value.detach().reshape(value.shape[0], -1)[row, column])
+        rows = int(bad.any(1).sum())
+        name = namer(key[7:-2], column) if callable(namer) and key != "observation" else None
+        where = f"entry {column}" + (f" ({name})" if name else "")
+        problems.append(Problem(key, (
+            f"{_NOT_FINITE} ({number}) in row {row}, {where}; {rows} of {value.shape[0]} rows "
+            "have such entries: the initial state must be finite"
+        )))  # fmt: skip
+    return problems[:1] if problems and problems[0].member != "observation" else problems
 
 
 def step_problems(env: Any, result: Any) -> list[Problem]:

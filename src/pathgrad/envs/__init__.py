@@ -35,6 +35,10 @@ register_learning_env(
     "NewtonCartPoleSwingUp", "pathgrad.envs.newton.cartpole:NewtonCartPoleSwingUp"
 )
 register_learning_env("NewtonReacher", "pathgrad.envs.newton.reacher:NewtonReacher")
+register_learning_env(
+    "NewtonPlanarReach",
+    "pathgrad.experimental.newton.planar_reach:make_newton_planar_reach_env",
+)
 register_learning_env("NewtonAnt", "pathgrad.envs.newton.ant:NewtonAnt")
 register_learning_env("DiffRLAnt", "pathgrad.envs.newton.diffrl_ant:DiffRLAnt")
 register_learning_env("DiffRLHopper", "pathgrad.envs.newton.diffrl_hopper:DiffRLHopper")

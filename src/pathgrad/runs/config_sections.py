@@ -149,11 +149,14 @@ class EvalSection(Section):
 
     num_envs: PositiveInt = Field(16, description="evaluation envs")
     frequency_steps: NonNegativeInt = Field(
-        64 * 32 * 50, description="evaluate every so many env steps (0: never)"
+        64 * 32 * 50,
+        description="evaluate every so many env steps (0: only the final evaluation, if final)",
     )
     episodes: PositiveInt = Field(64, description="episodes per evaluation")
     seed: Seed | None = Field(12345, description="reset seed of every evaluation")
-    final: bool = Field(True, description="also evaluate the final policy")
+    final: bool = Field(
+        True, description="evaluate the final policy (also when frequency_steps is 0)"
+    )
 
 
 class LoggingSection(Section):

@@ -271,11 +271,8 @@ def build_run(
     own_seed = rank_seed(seed, data_parallel.rank)
     torch.manual_seed(seed)
     env = build_env(config, config.env.num_envs, own_seed, training=True)
-    eval_env = (
-        build_env(config, config.eval.num_envs, seed + 1)
-        if config.eval.frequency_steps > 0
-        else None
-    )
+    evaluates = config.eval.frequency_steps > 0 or config.eval.final  # final: the reference's
+    eval_env = build_env(config, config.eval.num_envs, seed + 1) if evaluates else None
     policy = build_policy(config, env)
     build_algorithm, _ = get_algorithm(config.algorithm.name)
     try:

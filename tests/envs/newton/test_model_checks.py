@@ -195,3 +195,39 @@ def test_a_missing_collision_mesh_file_is_named_with_where_it_was_looked_for(tmp
     (tmp_path / "meshes").mkdir()
     (tmp_path / "meshes" / "a.stl").write_text("solid a\nendsolid a\n")
     check_model_file(path)  # the package:// visual mesh is the importer's to find
+
+
+def test_a_non_finite_position_in_the_file_is_named_at_construction(tmp_path):
+    nan = write(tmp_path, ARM.replace('<body name="forearm" pos="0.5 0 0">',
+                                      '<body name="forearm" pos="0.5 0 nan">'))  # fmt: skip
+    with pytest.raises(ValueError) as raised:
+        arm(nan)
+    assert str(raised.value).startswith(
+        "joint 'elbow' (of body 'forearm') has a non-finite frame in its parent body (the "
+        "body's pos/quat): ["
+    )
+
+
+def test_a_non_finite_initial_state_names_the_joint_coordinate_in_training_and_check_env():
+    import math
+
+    from pathgrad.core.env_contract import EnvContractError, check_first_result
+    from pathgrad.testing import check_env
+
+    class NanStart(NewtonReacher):
+        def _sample_initial_state(self, num):
+            state = super()._sample_initial_state(num)
+            joint_q = state["joint_q"].clone()
+            joint_q[1, 1] = math.nan
+            return {**state, "joint_q": joint_q}
+
+    env = NanStart(2, capture=False)
+    expected = (
+        "state['joint_q']: not finite (nan) in row 1, entry 1 (coordinate of joint 'elbow'); "
+        "1 of 2 rows have such entries: the initial state must be finite"
+    )
+    with pytest.raises(EnvContractError) as raised:
+        check_first_result(env, "reset", env.reset(seed=0))
+    assert str(raised.value) == f"NanStart.reset() broke the env contract: {expected}."
+    results = check_env(env, gradients=False, max_rollout_steps=2)
+    assert not results["contract"].passed and expected in str(results["contract"])

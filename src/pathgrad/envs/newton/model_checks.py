@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 import numpy as np
 
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
-           "check_masses", "fixed_urdf_root", "flat_inertias", "limit_units",
+           "check_finite_model", "check_masses", "fixed_urdf_root", "flat_inertias", "limit_units",
            "unread_motors"]  # fmt: skip
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
@@ -140,6 +140,36 @@ def check_masses(world: Any, body_labels: Sequence[str], joint_labels: Sequence[
                 "its mass matrix is singular. Give its geoms a density or mass, or the body an "
                 "<inertial> element (or its joint armature)."
             )
+
+
+def check_finite_model(world: Any) -> None:
+    """Every pose, axis, mass and inertia of the model must be finite (a file's ``nan``).
+
+    Raises:
+        ValueError: Naming the first body, joint or shape with a non-finite value.
+    """
+    bodies, joints = world.body_label, world.joint_label
+    checks = [
+        ("joint", joints, world.joint_X_p, "frame in its parent body (the body's pos/quat)"),
+        ("joint", joints, world.joint_X_c, "frame in its child body"),
+        ("joint", joints, world.joint_axis, "axis"),
+        ("body", bodies, world.body_com, "centre of mass"),
+        ("body", bodies, world.body_inertia, "inertia"),
+        ("body", bodies, [[m] for m in world.body_mass], "mass"),
+        ("shape", world.shape_label, world.shape_transform, "pose (the geom's pos/quat)"),
+    ]
+    for kind, labels, values, what in checks:
+        for index, value in enumerate(values):
+            numbers = np.asarray(value, dtype=np.float64).reshape(-1)
+            if not np.isfinite(numbers).all():
+                name = _short(labels[index]) if index < len(labels) else str(index)
+                owner = {"shape": world.shape_body, "joint": world.joint_child}.get(kind)
+                body = -1 if owner is None else int(owner[index])
+                where = f" (of body '{_short(bodies[body])}')" if 0 <= body < len(bodies) else ""
+                raise ValueError(
+                    f"{kind} '{name}'{where} has a non-finite {what}: "
+                    f"{np.round(numbers, 6).tolist()}; the model must give finite numbers."
+                )
 
 
 def _short(label: str) -> str:
