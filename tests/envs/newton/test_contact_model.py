@@ -33,7 +33,7 @@ def test_a_negative_or_nan_entry_is_named(robot, value):
 
 
 def test_overrides_replace_only_their_entries():
-    from pathgrad.envs.newton.base import contact_model_with
+    from pathgrad.envs.newton.contact_materials import contact_model_with
 
     defaults = {"contact_ke": 1.0, "contact_kd": 2.0}
     assert contact_model_with(defaults, {"contact_kd": 3.0}) == {

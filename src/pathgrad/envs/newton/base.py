@@ -26,26 +26,29 @@ import numpy as np
 import torch
 
 from pathgrad.core.env_contract import EnvContractError
-from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
+from pathgrad.envs.base import BatchedDifferentiableEnv, State
 from pathgrad.envs.newton.actuation import action_scales, actuated_dofs, values_per_dof
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
 from pathgrad.envs.newton.model_checks import (
+    check_finite_model,
     check_masses,
-    check_model_file,
     fixed_urdf_root,
     flat_inertias,
     limit_units,
     unread_motors,
 )
+from pathgrad.envs.newton.model_file import load_model_file
+from pathgrad.envs.newton.mujoco_meaning import MujocoCoordinates
 from pathgrad.envs.newton.scene_checks import (
     check_free_joint_quaternions,
     floor_without_contacts,
     ground_penetration,
 )
 from pathgrad.envs.newton.stability import instability_hint
+from pathgrad.envs.newton.state_names import column_labels, state_column_name
 
 __all__ = ["NewtonEnv"]
 
@@ -97,6 +100,9 @@ class NewtonEnv(BatchedDifferentiableEnv):
     supports_torch_compile = False
     default_max_episode_steps = 1000
     default_model_file: str | None = None
+    # An MJCF model_file keeps MuJoCo's joint pivots and coordinates (mujoco_meaning.py);
+    # False keeps Newton's import as it is (the DiffRL robots, tuned on it).
+    mujoco_meaning = True
     gravity = (0.0, 0.0, -9.81)
     # Contact capacity per collidable shape pair (None: Newton's estimate; see NewtonSimulation).
     contacts_per_shape_pair: int | None = None
@@ -146,6 +152,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
             raise ValueError(f"num_envs must be positive, got {num_envs}.")
         self.model_file = self._resolve_model_file(model_file)
         world = newton.ModelBuilder(gravity=self.gravity)
+        self.mujoco_coordinates: MujocoCoordinates | None = None  # build_world may set it
         self.build_world(world)
         fixed = fixed_urdf_root(self.model_file, self.model_file_options(), contacts=contacts)
         if fixed is not None:
@@ -158,6 +165,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         ):
             if value is not None:
                 values[:] = _per_dof(name, value, world.joint_dof_count)
+        check_finite_model(world)
         check_masses(world, world.body_label, world.joint_label)
         for warning in (
             flat_inertias(world, world.body_label),
@@ -200,6 +208,10 @@ class NewtonEnv(BatchedDifferentiableEnv):
             if int(world.joint_type[j]) == int(newton.JointType.FREE)
         ]
         self.body_labels = list(world.body_label)
+        self.coordinate_labels = column_labels(
+            world.joint_q_start, self.coordinates, self.joint_labels
+        )
+        self.dof_labels = column_labels(world.joint_qd_start, self.dofs, self.joint_labels)
         self._kinematics: NewtonKinematics | None = None
         self.actuated_dofs = actuated_dofs(world, self.joint_labels, actuated_joints)
         self._actuated_index = torch.as_tensor(
@@ -225,21 +237,15 @@ class NewtonEnv(BatchedDifferentiableEnv):
     # Model ---------------------------------------------------------------------------
 
     def build_world(self, builder: Any) -> None:
-        """Add one world's bodies and joints to ``builder`` (default: load ``model_file``)."""
+        """Add one world's bodies and joints to ``builder`` (default: load ``model_file``,
+        an MJCF file with MuJoCo's meaning unless the class sets ``mujoco_meaning = False``)."""
         if self.model_file is None:
             raise EnvContractError(f"{type(self).__name__} needs a model_file or a build_world().")
-        path = Path(self.model_file)
-        if not path.is_file():
-            raise FileNotFoundError(f"model_file '{path}' does not exist.")
-        loaders = {".xml": builder.add_mjcf, ".mjcf": builder.add_mjcf, ".urdf": builder.add_urdf}
-        loader = loaders.get(path.suffix.lower())
-        if loader is None:
-            raise ValueError(f"model_file '{path}' must be an MJCF (.xml) or URDF (.urdf) file.")
-        check_model_file(path)
-        try:
-            loader(str(path), **self.model_file_options())
-        except Exception as error:  # noqa: BLE001 - a parser error of any kind is bad input
-            raise ValueError(f"cannot load model_file '{path}': {error}") from error
+        self.mujoco_coordinates, notes = load_model_file(
+            builder, self.model_file, self.model_file_options(), mujoco_meaning=self.mujoco_meaning
+        )
+        for note in notes:
+            warnings.warn(f"{type(self).__name__}: {note}", UserWarning, stacklevel=3)
 
     def _resolve_model_file(self, given: str | Path | None) -> str | None:
         """The model file: a relative one is found beside the module that defines the env.
@@ -362,6 +368,39 @@ class NewtonEnv(BatchedDifferentiableEnv):
             raise ValueError(f"body '{body}' {problem}; bodies: {known}.")
         return matches[0]
 
+    @property
+    def coordinate_names(self) -> list[str]:
+        """The file's joint of each ``joint_q`` coordinate (MJCF, MuJoCo's meaning), else
+        Newton's joint label (with the coordinate's place in a joint of several)."""
+        mapping = self.mujoco_coordinates
+        return list(mapping.names) if mapping is not None else list(self.coordinate_labels)
+
+    def joint_state_from_mujoco(
+        self, qpos: torch.Tensor, qvel: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(joint_q, joint_qd)`` of MuJoCo's ``qpos [N, nq]``, ``qvel [N, nv]`` (batched,
+        differentiable; see :mod:`pathgrad.envs.newton.mujoco_meaning`)."""
+        return self._mujoco_map().joint_state_from_mujoco(qpos, qvel)
+
+    def mujoco_from_joint_state(
+        self, joint_q: torch.Tensor, joint_qd: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """MuJoCo's ``(qpos, qvel)`` of ``joint_q``, ``joint_qd`` (the inverse of
+        :meth:`joint_state_from_mujoco`)."""
+        return self._mujoco_map().mujoco_from_joint_state(joint_q, joint_qd)
+
+    def _mujoco_map(self) -> MujocoCoordinates:
+        if self.mujoco_coordinates is None:
+            raise ValueError(
+                f"{type(self).__name__} has no MuJoCo coordinates: it was not loaded from an "
+                "MJCF file with mujoco_meaning."
+            )
+        return self.mujoco_coordinates
+
+    def state_entry_name(self, key: str, column: int) -> str | None:
+        """The joint or body of column ``column`` of ``state[key]`` (for messages)."""
+        return state_column_name(self, key, column)
+
     def _initial_state(self, num: int) -> State:
         """Sampled initial states, with their body coordinates when the solver carries them."""
         state = self._sample_initial_state(num)
@@ -456,40 +495,3 @@ def check_positive_integers(**values: Any) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-
-
-def contact_model_with(
-    defaults: Mapping[str, float],
-    overrides: Mapping[str, float] | None,
-) -> dict[str, float]:
-    """``defaults`` with ``overrides`` applied, each entry checked.
-
-    Raises:
-        ValueError: Naming an override that is not a key of ``defaults``, or an
-            entry that is negative or NaN.
-    """
-    entries = list(defaults)
-    unknown = sorted(set(overrides or {}) - set(entries))
-    if unknown:
-        raise ValueError(
-            f"contact_model has no entry {unknown[0]!r}; entries: {', '.join(entries)}."
-        )
-    model = {**defaults, **(overrides or {})}
-    check_constants(non_negative=model)
-    return model
-
-
-def set_contact_materials(builder: Any, model: dict[str, float]) -> None:
-    """Every shape of ``builder`` gets the contact constants of ``model``."""
-    for shape in range(builder.shape_count):
-        builder.shape_material_ke[shape] = model["contact_ke"]
-        builder.shape_material_kd[shape] = model["contact_kd"]
-        builder.shape_material_kf[shape] = model["contact_kf"]
-        builder.shape_material_mu[shape] = model["mu"]
-
-
-def ground_shape_config(model: dict[str, float]) -> Any:
-    """The ground's shape configuration with the contact constants of ``model``."""
-    return newton.ModelBuilder.ShapeConfig(
-        ke=model["contact_ke"], kd=model["contact_kd"], kf=model["contact_kf"], mu=model["mu"]
-    )

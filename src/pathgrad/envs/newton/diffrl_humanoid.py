@@ -47,9 +47,8 @@ from typing import Any
 import torch
 
 from pathgrad.envs.base import State, check_constants
-from pathgrad.envs.newton.base import (
-    NewtonEnv,
-    check_positive_integers,
+from pathgrad.envs.newton.base import NewtonEnv, check_positive_integers
+from pathgrad.envs.newton.contact_materials import (
     contact_model_with,
     ground_shape_config,
     set_contact_materials,
@@ -98,6 +97,7 @@ class DiffRLHumanoid(NewtonEnv):
     action_dim = 21
     default_max_episode_steps = 1000
     default_model_file = str(Path(__file__).parent / "assets" / "diffrl_humanoid.xml")
+    mujoco_meaning = False  # DiffRL's robots keep the import they were tuned on
     contacts_per_shape_pair = 2  # a capsule or sphere on the ground: at most 2 points
     start_height = 1.35
     height_tolerance = 0.1  # the height term's top, above the termination height (m)

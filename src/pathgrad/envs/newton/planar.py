@@ -47,9 +47,8 @@ from typing import Any
 import torch
 
 from pathgrad.envs.base import State, check_constants
-from pathgrad.envs.newton.base import (
-    NewtonEnv,
-    check_positive_integers,
+from pathgrad.envs.newton.base import NewtonEnv, check_positive_integers
+from pathgrad.envs.newton.contact_materials import (
     contact_model_with,
     ground_shape_config,
     set_contact_materials,
@@ -87,6 +86,7 @@ class DiffRLPlanarEnv(NewtonEnv):
     start_z = 0.0
     noise = (0.0, 0.0, 0.0, 0.0)
     default_max_episode_steps = 1000
+    mujoco_meaning = False  # DiffRL's robots keep the import they were tuned on
 
     def __init__(
         self,

@@ -1,0 +1,123 @@
+"""The joints of an MJCF file as MuJoCo reads them: per body, in the file's order.
+
+Newton's importer keeps less of a joint than MuJoCo means by it (one pivot
+per body, no ``ref``); :mod:`pathgrad.envs.newton.mujoco_meaning` restores the
+rest from what this module reads: each joint's type, anchor (``pos``), axis
+and ``ref``, with ``<default>`` classes, ``childclass`` and the compiler's
+angle unit applied as MuJoCo applies them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree
+
+import numpy as np
+
+__all__ = ["MjcfBody", "MjcfJoint", "read_mjcf_joints"]
+
+# MuJoCo's defaults of the joint attributes read here.
+_JOINT_DEFAULTS = {"type": "hinge", "pos": "0 0 0", "axis": "0 0 1", "ref": "0"}
+_ROTATIONAL = ("hinge", "ball")
+
+
+@dataclass(frozen=True)
+class MjcfJoint:
+    """One joint of the file: ``type`` is hinge, slide, ball or free; ``ref`` in radians or
+    metres (the coordinate's value in the file's pose)."""
+
+    name: str
+    type: str
+    pos: tuple[float, float, float]
+    axis: tuple[float, float, float]
+    ref: float
+
+    @property
+    def rotational(self) -> bool:
+        return self.type in _ROTATIONAL
+
+
+@dataclass
+class MjcfBody:
+    """A body of the file (depth-first order, as MuJoCo and Newton number them)."""
+
+    name: str | None
+    joints: list[MjcfJoint] = field(default_factory=list)
+
+
+def _vector(text: str) -> tuple[float, float, float]:
+    values = [float(v) for v in text.split()]
+    return (values + [0.0, 0.0, 0.0])[:3]  # type: ignore[return-value]
+
+
+def _default_classes(root: ElementTree.Element) -> dict[str, dict[str, str]]:
+    """Class name -> the joint attributes it sets (inherited from enclosing defaults)."""
+    classes: dict[str, dict[str, str]] = {}
+
+    def visit(element: ElementTree.Element, inherited: dict[str, str], name: str) -> None:
+        own = dict(inherited)
+        for child in element:
+            if child.tag == "joint":
+                own.update(child.attrib)
+        classes[name] = own
+        for child in element:
+            if child.tag == "default":
+                visit(child, own, child.get("class", name))
+
+    for top in root.findall("default"):
+        visit(top, {}, top.get("class", "main"))
+    return classes
+
+
+def read_mjcf_joints(path: str | Path) -> list[MjcfBody]:
+    """The bodies of ``worldbody`` (depth-first) with their joints as MuJoCo reads them.
+
+    Raises:
+        ValueError: For a file that is not XML.
+    """
+    try:
+        root = ElementTree.parse(path).getroot()
+    except ElementTree.ParseError as error:
+        raise ValueError(f"model_file '{path}' is not valid XML: {error}") from error
+    classes = _default_classes(root)
+    compiler = root.find("compiler")
+    degrees = compiler is None or compiler.get("angle", "degree") != "radian"
+    bodies: list[MjcfBody] = []
+
+    def joint(element: ElementTree.Element, active: str) -> MjcfJoint:
+        if element.tag == "freejoint":
+            values = {**_JOINT_DEFAULTS, "type": "free", **element.attrib}
+        else:
+            values = {**_JOINT_DEFAULTS, **classes.get(element.get("class", active), {})}
+            values.update(element.attrib)
+        kind = values["type"]
+        ref = float(values["ref"])
+        if kind == "hinge" and degrees:
+            ref = math.radians(ref)
+        axis = np.asarray(_vector(values["axis"]), dtype=np.float64)
+        norm = float(np.linalg.norm(axis)) or 1.0
+        return MjcfJoint(
+            name=values.get("name", ""),
+            type=kind,
+            pos=_vector(values["pos"]),
+            axis=tuple(float(a) for a in axis / norm),  # type: ignore[arg-type]
+            ref=ref if kind in ("hinge", "slide") else 0.0,
+        )
+
+    def visit(body: ElementTree.Element, active: str) -> None:
+        active = body.get("childclass", active)
+        entry = MjcfBody(body.get("name"))
+        bodies.append(entry)
+        for child in body:
+            if child.tag in ("joint", "freejoint"):
+                entry.joints.append(joint(child, active))
+        for child in body:
+            if child.tag == "body":
+                visit(child, active)
+
+    for world in root.findall("worldbody"):
+        for body in world.findall("body"):
+            visit(body, world.get("childclass", "main"))
+    return bodies

@@ -1,0 +1,177 @@
+"""An MJCF file means on Newton what it means in MuJoCo (the `mujoco` package is the oracle).
+
+For every file of Gymnasium's MuJoCo suite (loaded from the installed package) and a
+file with a ball joint and ``ref`` values: the same ``qpos`` puts every body where
+MuJoCo's ``mj_kinematics`` does, the same ``qvel`` gives every body MuJoCo's velocity,
+and the conversions are exact both ways and differentiable.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("newton")
+mujoco = pytest.importorskip("mujoco")
+
+import newton  # noqa: E402
+import warp as wp  # noqa: E402
+
+from pathgrad.envs.newton import NewtonEnv  # noqa: E402
+from pathgrad.envs.newton.mujoco_meaning import _D6  # noqa: E402
+
+GYMNASIUM_FILES = sorted(
+    (Path(__import__("gymnasium").__file__).parent / "envs" / "mujoco" / "assets").glob("*.xml")
+)
+# A ball joint pivoting off the body origin, a hinge and a slide with ref, and a body whose
+# slide precedes a hinge anchored elsewhere than the slide's pos.
+BALL_AND_REFS = """<mujoco>
+  <compiler angle="degree"/>
+  <worldbody>
+    <body name="base" pos="0 0 1">
+      <joint name="swing" type="ball" pos="0 0 0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>
+      <body name="arm" pos="0.3 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0" ref="30"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.04"/>
+        <body name="tip" pos="0 0 -0.3">
+          <joint name="extend" type="slide" axis="0 0 1" ref="0.05"/>
+          <joint name="twist" type="hinge" axis="1 0 0" pos="0.02 0 0"/>
+          <geom type="sphere" size="0.05" pos="0.01 0.02 0"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+class Probe(NewtonEnv):
+    def _reward(self, state, action, next_state):
+        return torch.zeros(self.num_envs)
+
+
+def load(path: Path) -> tuple[Probe, object]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # floors without contacts, unread motors: not the point
+        env = Probe(1, model_file=str(path), capture=False)
+    return env, mujoco.MjModel.from_xml_path(str(path))
+
+
+def random_state(model, rng) -> tuple[np.ndarray, np.ndarray]:
+    qpos = model.qpos0 + 0.5 * rng.standard_normal(model.nq)
+    for joint in range(model.njnt):
+        start = model.jnt_qposadr[joint]
+        quaternion = {0: slice(start + 3, start + 7), 1: slice(start, start + 4)}
+        part = quaternion.get(int(model.jnt_type[joint]))
+        if part is not None:
+            qpos[part] /= np.linalg.norm(qpos[part])
+    return qpos, rng.standard_normal(model.nv)
+
+
+def newton_bodies(env: Probe, joint_q: torch.Tensor, joint_qd: torch.Tensor):
+    """Body positions ``[B, 3]`` and twists ``[B, 6]`` (v of the COM, omega; world) of one row."""
+    model = env.simulation.model
+    state = model.state()
+    newton.eval_fk(
+        model, wp.array(joint_q[0].numpy()), wp.array(joint_qd[0].numpy()), state
+    )  # fmt: skip
+    return state.body_q.numpy()[:, :3], state.body_qd.numpy()
+
+
+@pytest.fixture(params=[*GYMNASIUM_FILES, "ball_and_refs"], ids=lambda p: getattr(p, "name", p))
+def robot_file(request, tmp_path) -> Path:
+    if request.param == "ball_and_refs":
+        path = tmp_path / "ball_and_refs.xml"
+        path.write_text(BALL_AND_REFS)
+        return path
+    return request.param
+
+
+def test_the_same_qpos_and_qvel_place_and_move_every_body_as_mujoco_does(robot_file):
+    env, model = load(robot_file)
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(0)
+    names = [str(label).rsplit("/", 1)[-1] for label in env.body_labels]
+    assert len(names) == model.nbody - 1  # both number the bodies depth-first (MuJoCo's 0: world)
+    for _ in range(3):
+        qpos, qvel = random_state(model, rng)
+        data.qpos[:], data.qvel[:] = qpos, qvel
+        mujoco.mj_forward(model, data)
+        joint_q, joint_qd = env.joint_state_from_mujoco(
+            torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
+        )
+        positions, twists = newton_bodies(env, joint_q, joint_qd)
+        for index, name in enumerate(names):
+            body = index + 1
+            assert name.startswith("body_") or model.body(body).name == name
+            np.testing.assert_allclose(positions[index], data.xpos[body], atol=1e-4, err_msg=name)
+            velocity = np.zeros(6)  # MuJoCo: (omega, v) at the COM, world axes
+            mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_BODY, body, velocity, 0)
+            np.testing.assert_allclose(twists[index], np.r_[velocity[3:], velocity[:3]],
+                                       atol=1e-3, err_msg=name)  # fmt: skip
+        back_q, back_qd = env.mujoco_from_joint_state(joint_q, joint_qd)
+        np.testing.assert_allclose(back_q[0].numpy(), qpos, atol=1e-5)
+        np.testing.assert_allclose(back_qd[0].numpy(), qvel, atol=1e-5)
+
+
+def test_coordinates_are_named_and_ordered_as_the_files_joints():
+    env, model = load(next(p for p in GYMNASIUM_FILES if p.name == "hopper.xml"))
+    assert env.coordinate_names == ["rootx", "rootz", "rooty", "thigh_joint", "leg_joint",
+                                    "foot_joint"]  # fmt: skip
+    # MuJoCo's qpos0 (the torso at rootz = 1.25, its ref) is the file's pose on Newton too.
+    joint_q, _ = env.joint_state_from_mujoco(
+        torch.tensor(model.qpos0)[None].float(), torch.zeros(1, model.nv)
+    )
+    torch.testing.assert_close(joint_q[0], env.default_joint_q)
+    positions, _ = newton_bodies(env, env.default_joint_q[None], env.default_joint_qd[None])
+    assert positions[0][2] == pytest.approx(1.25)
+    ant, _ = load(next(p for p in GYMNASIUM_FILES if p.name == "ant.xml"))
+    assert ant.coordinate_names[:7] == ["root:x", "root:y", "root:z", "root:qx", "root:qy",
+                                        "root:qz", "root:qw"]  # fmt: skip
+    with pytest.raises(ValueError, match=r"qpos must have shape \[N, 15\], got \(1, 14\)"):
+        ant.joint_state_from_mujoco(torch.zeros(1, 14), torch.zeros(1, 14))
+
+
+def test_the_conversions_are_differentiable_in_float64(tmp_path):
+    path = tmp_path / "ball_and_refs.xml"
+    path.write_text(BALL_AND_REFS)
+    env, _ = load(path)
+    ant, _ = load(next(p for p in GYMNASIUM_FILES if p.name == "ant.xml"))
+    for robot in (env, ant):
+        mapping = robot.mujoco_coordinates
+        rng = np.random.default_rng(1)
+        qpos = torch.tensor(rng.standard_normal((2, mapping.nq)), dtype=torch.float64)
+        qvel = torch.tensor(rng.standard_normal((2, mapping.nv)), dtype=torch.float64)
+        torch.autograd.gradcheck(lambda q, v: robot.joint_state_from_mujoco(q, v),
+                                 (qpos.requires_grad_(), qvel.requires_grad_()))  # fmt: skip
+        torch.autograd.gradcheck(lambda q, v: robot.mujoco_from_joint_state(q, v),
+                                 (qpos.detach().requires_grad_(),
+                                  qvel.detach().requires_grad_()))  # fmt: skip
+
+
+def test_humanoid_files_with_mujocos_solver_option_load():
+    humanoid, model = load(next(p for p in GYMNASIUM_FILES if p.name == "humanoid.xml"))
+    assert humanoid.coordinates == model.nq and humanoid.dofs == model.nv
+    merged = [j for j in range(humanoid.simulation.model.joint_count)
+              if int(humanoid.simulation.model.joint_type.numpy()[j]) == _D6]  # fmt: skip
+    assert merged  # the hips' three hinges: one D6 of Newton's, MuJoCo's meaning kept
+
+
+def test_the_diffrl_robots_keep_newtons_import():
+    from pathgrad.envs.newton import DiffRLHopper
+
+    assert DiffRLHopper.mujoco_meaning is False
+    hopper = DiffRLHopper(2, seed=0)
+    assert hopper.mujoco_coordinates is None
+    with pytest.raises(ValueError, match="has no MuJoCo coordinates"):
+        hopper.mujoco_from_joint_state(torch.zeros(2, 6), torch.zeros(2, 6))
+    # Its file has no offset pivots or refs: MuJoCo's meaning would change nothing there.
+    Meant = type("Meant", (DiffRLHopper,), {"mujoco_meaning": True})
+    meant = Meant(2, seed=0)
+    for name in ("joint_X_p", "joint_X_c"):
+        assert np.array_equal(getattr(hopper.simulation.model, name).numpy(),
+                              getattr(meant.simulation.model, name).numpy()), name  # fmt: skip
