@@ -208,6 +208,7 @@ def test_runs_are_named_after_the_env_with_user_permissions(tmp_path):
                 "trainer.total_updates=1",
                 "env.num_envs=4",
                 "eval.frequency_steps=0",
+                "eval.final=false",  # no evaluation, so no best checkpoint
                 "--quiet",
             ],  # fmt: skip
             cwd=tmp_path,

@@ -18,8 +18,8 @@ from pathgrad.checkpoint import read_checkpoint, read_index
 from pathgrad.cli import main
 
 SAVING = ["trainer.total_updates=6", "trainer.save_frequency_updates=2",
-          "trainer.keep_last_checkpoints=2", "eval.frequency_steps=0", "env.num_envs=16",
-          "--quiet"]  # fmt: skip
+          "trainer.keep_last_checkpoints=2", "eval.frequency_steps=0", "eval.final=false",
+          "env.num_envs=16", "--quiet"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -146,9 +146,9 @@ def test_the_conversions_are_differentiable_in_float64(tmp_path):
         rng = np.random.default_rng(1)
         qpos = torch.tensor(rng.standard_normal((2, mapping.nq)), dtype=torch.float64)
         qvel = torch.tensor(rng.standard_normal((2, mapping.nv)), dtype=torch.float64)
-        torch.autograd.gradcheck(lambda q, v: robot.joint_state_from_mujoco(q, v),
+        torch.autograd.gradcheck(robot.joint_state_from_mujoco,
                                  (qpos.requires_grad_(), qvel.requires_grad_()))  # fmt: skip
-        torch.autograd.gradcheck(lambda q, v: robot.mujoco_from_joint_state(q, v),
+        torch.autograd.gradcheck(robot.mujoco_from_joint_state,
                                  (qpos.detach().requires_grad_(),
                                   qvel.detach().requires_grad_()))  # fmt: skip
 
