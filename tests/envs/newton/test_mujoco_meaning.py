@@ -175,3 +175,39 @@ def test_the_diffrl_robots_keep_newtons_import():
     for name in ("joint_X_p", "joint_X_c"):
         assert np.array_equal(getattr(hopper.simulation.model, name).numpy(),
                               getattr(meant.simulation.model, name).numpy()), name  # fmt: skip
+
+
+def test_one_step_accelerates_every_joint_as_mujoco_does_without_contacts(robot_file):
+    # The file's gravity, masses (settotalmass), armature, damping and springs; no action,
+    # no contact, inside the joint ranges: MuJoCo's qacc (mj_forward) within 1%.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = Probe(1, model_file=str(robot_file), dt=1e-4, actuated_joints=[], capture=False)
+    model = mujoco.MjModel.from_xml_path(str(robot_file))
+    if robot_file.name == "swimmer.xml":  # its thrust is MuJoCo's fluid model: named instead
+        assert any("fluid forces (<option density and viscosity>)" in str(w.message)
+                   for w in caught)  # fmt: skip
+        return
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(2)
+    qpos, qvel = model.qpos0.copy(), 0.3 * rng.standard_normal(model.nv)
+    for joint in range(model.njnt):  # hinges and slides moved, staying inside their ranges
+        if model.jnt_type[joint] in (2, 3):
+            start = model.jnt_qposadr[joint]
+            low, high = model.jnt_range[joint] if model.jnt_limited[joint] else (-1e9, 1e9)
+            margin = 0.05 * min(high - low, 1.0)
+            qpos[start] = np.clip(qpos[start] + 0.1 * rng.standard_normal(), low + margin,
+                                  high - margin)  # fmt: skip
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    mujoco.mj_forward(model, data)
+    env.reset(seed=0)
+    joint_q, joint_qd = env.joint_state_from_mujoco(
+        torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
+    )
+    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+    env.step(torch.zeros(1, 0))
+    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
+    qacc = (after[0].double().numpy() - qvel) / 1e-4
+    scale = max(1.0, float(np.abs(data.qacc).max()))
+    assert np.abs(qacc - data.qacc).max() <= 0.01 * scale, (qacc, data.qacc)

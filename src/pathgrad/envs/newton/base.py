@@ -32,6 +32,7 @@ from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, Newton
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
+from pathgrad.envs.newton.mjcf_options import MjcfOptions, read_mjcf_options
 from pathgrad.envs.newton.model_checks import (
     check_finite_model,
     check_masses,
@@ -65,7 +66,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
             coordinates: the state also carries ``body_q`` ``[N, bodies*7]`` and
             ``body_qd`` ``[N, bodies*6]``; ``joint_q``/``joint_qd`` follow from them).
         substeps: Solver steps per env step.
-        dt: Duration of one env step (s).
+        dt: Duration of one env step (s); ``None``: an MJCF file's ``<option
+            timestep>`` (with ``mujoco_meaning``), else 1/60.
         actuated_joints: Labels (or label suffixes) of the joints the action
             drives, in action order; all joint DOFs that are not free joints by default.
         action_scale: Generalized force (N or N m) per unit action, a scalar or
@@ -103,7 +105,8 @@ class NewtonEnv(BatchedDifferentiableEnv):
     # An MJCF model_file keeps MuJoCo's joint pivots and coordinates (mujoco_meaning.py);
     # False keeps Newton's import as it is (the DiffRL robots, tuned on it).
     mujoco_meaning = True
-    gravity = (0.0, 0.0, -9.81)
+    # None: an MJCF file's <option gravity> (with mujoco_meaning), else (0, 0, -9.81).
+    gravity: tuple[float, float, float] | None = None
     # Contact capacity per collidable shape pair (None: Newton's estimate; see NewtonSimulation).
     contacts_per_shape_pair: int | None = None
     # Frame of info["contact_forces"] / ["accelerations"]: "world_origin" (dflex's) or "body".
@@ -121,7 +124,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         model_file: str | Path | None = None,
         solver: str = "featherstone",
         substeps: int = 1,
-        dt: float = 1.0 / 60.0,
+        dt: float | None = None,
         actuated_joints: Sequence[str] | None = None,
         action_scale: float | Sequence[float] = 1.0,
         armature: float | Sequence[float] | None = None,
@@ -151,6 +154,10 @@ class NewtonEnv(BatchedDifferentiableEnv):
         if int(num_envs) <= 0:
             raise ValueError(f"num_envs must be positive, got {num_envs}.")
         self.model_file = self._resolve_model_file(model_file)
+        file_options = self._file_options()
+        if self.gravity is None:
+            self.gravity = file_options.gravity or (0.0, 0.0, -9.81)
+        dt = dt if dt is not None else file_options.timestep or 1.0 / 60.0
         world = newton.ModelBuilder(gravity=self.gravity)
         self.mujoco_coordinates: MujocoCoordinates | None = None  # build_world may set it
         self.build_world(world)
@@ -246,6 +253,13 @@ class NewtonEnv(BatchedDifferentiableEnv):
         )
         for note in notes:
             warnings.warn(f"{type(self).__name__}: {note}", UserWarning, stacklevel=3)
+
+    def _file_options(self) -> MjcfOptions:
+        """The MJCF file's options this env applies (none for URDF, Newton's meaning)."""
+        path = self.model_file
+        if path is None or not self.mujoco_meaning or Path(path).suffix.lower() == ".urdf":
+            return MjcfOptions()
+        return read_mjcf_options(path)
 
     def _resolve_model_file(self, given: str | Path | None) -> str | None:
         """The model file: a relative one is found beside the module that defines the env.

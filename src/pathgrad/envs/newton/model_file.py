@@ -1,10 +1,12 @@
 """Loading a robot file (MJCF or URDF) into a Newton world, as its author meant it.
 
 An MJCF file keeps MuJoCo's meaning (:mod:`pathgrad.envs.newton.mujoco_meaning`):
-its joints pivot where MuJoCo pivots them and ``joint_q`` holds MuJoCo's
-``qpos``. A file whose ``<option>`` Newton's importer rejects (``solver="PGS"``:
-MuJoCo's solver settings, which Featherstone has no use for) loads without
-Newton reading its options.
+its joints pivot where MuJoCo pivots them, ``joint_q`` holds MuJoCo's ``qpos``,
+``settotalmass`` scales the masses, and what Featherstone cannot express is
+named in one warning (:mod:`pathgrad.envs.newton.mjcf_options`). A file whose
+``<option>`` Newton's importer rejects (``solver="PGS"``: MuJoCo's solver
+settings, which Featherstone has no use for) loads without Newton reading its
+options.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
+from pathgrad.envs.newton.mjcf_options import read_mjcf_options, scale_total_mass
 from pathgrad.envs.newton.model_checks import check_model_file
 from pathgrad.envs.newton.mujoco_meaning import MujocoCoordinates, apply_mujoco_meaning
 
@@ -52,8 +55,18 @@ def load_model_file(
         raise ValueError(f"cannot load model_file '{path}': {error}") from error
     if suffix not in _MJCF or not mujoco_meaning:
         return None, []
-    bodies = read_mjcf_joints(path)
-    return apply_mujoco_meaning(builder, bodies, first_body, first_joint)
+    file_options = read_mjcf_options(path)
+    if file_options.total_mass is not None:
+        scale_total_mass(builder, first_body, file_options.total_mass)
+    coordinates, notes = apply_mujoco_meaning(
+        builder, read_mjcf_joints(path), first_body, first_joint
+    )
+    if file_options.not_applied:
+        notes.append(
+            f"model_file '{path.name}': what Newton's Featherstone does not apply: "
+            + "; ".join(file_options.not_applied)
+        )
+    return coordinates, notes
 
 
 def _solver_named(path: Path) -> bool:

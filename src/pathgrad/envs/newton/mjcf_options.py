@@ -1,0 +1,106 @@
+"""What an MJCF file says beyond its bodies: ``<option>``, ``<compiler>``, and what Newton lacks.
+
+:func:`read_mjcf_options` gives the physics a NewtonEnv applies from the file
+(gravity, timestep, ``settotalmass``) and names, one line each, what
+Featherstone cannot express and what pathgrad does instead (tendons, equality
+constraints, joint friction loss, fluid forces, MuJoCo's integrator and solver
+settings, ``solref``/``solimp``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import numpy as np
+
+__all__ = ["MjcfOptions", "read_mjcf_options", "scale_total_mass"]
+
+
+@dataclass
+class MjcfOptions:
+    """``gravity`` and ``timestep`` where the file sets them (else None)."""
+
+    gravity: tuple[float, float, float] | None = None
+    timestep: float | None = None
+    total_mass: float | None = None  # the compiler's settotalmass
+    not_applied: list[str] = field(default_factory=list)
+
+
+def _numbers(text: str | None) -> list[float]:
+    return [float(value) for value in (text or "").split()]
+
+
+def read_mjcf_options(path: str | Path) -> MjcfOptions:
+    """The file's options and what of it Newton's Featherstone does not apply."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except ElementTree.ParseError:
+        return MjcfOptions()
+    found = MjcfOptions()
+    for option in root.iter("option"):
+        gravity = _numbers(option.get("gravity"))
+        if len(gravity) == 3:
+            found.gravity = (gravity[0], gravity[1], gravity[2])
+        if option.get("timestep") is not None:
+            found.timestep = float(option.get("timestep"))
+        fluid = [key for key in ("density", "viscosity") if float(option.get(key, 0)) > 0]
+        if fluid:
+            found.not_applied.append(
+                f"fluid forces (<option {' and '.join(fluid)}>): none are applied, the bodies "
+                "move as in vacuum"
+            )
+        if option.get("integrator", "Euler") != "Euler":
+            found.not_applied.append(
+                f'<option integrator="{option.get("integrator")}">: pathgrad steps '
+                "semi-implicit Euler (choose substeps for accuracy)"
+            )
+        settings = ("solver", "iterations", "tolerance", "cone", "impratio")
+        solver = [key for key in settings if key in option.attrib]
+        if solver:
+            found.not_applied.append(
+                f"MuJoCo's solver settings ({', '.join(solver)}): Featherstone solves joints "
+                "exactly and contacts with penalty forces"
+            )
+    compiler = root.find("compiler")
+    if compiler is not None and float(compiler.get("settotalmass", "-1")) > 0:
+        found.total_mass = float(compiler.get("settotalmass"))
+    counts = {
+        "tendons": len(root.findall("tendon/*")),
+        "equality constraints": len(root.findall("equality/*")),
+    }
+    for what, count in counts.items():
+        if count:
+            found.not_applied.append(f"{count} {what}: left out")
+    friction = sorted({j.get("name", "?") for j in root.iter("joint")
+                       if float(j.get("frictionloss", 0)) > 0})  # fmt: skip
+    if friction:
+        found.not_applied.append(f"joint friction loss ({', '.join(friction[:4])}"
+                                 f"{', ...' if len(friction) > 4 else ''}): left out")  # fmt: skip
+    if any("solref" in e.attrib or "solimp" in e.attrib for e in root.iter()):
+        found.not_applied.append(
+            "solref/solimp: contacts and limits use penalty stiffness and damping instead "
+            "(the env's contact model and joint limit_ke/limit_kd)"
+        )
+    return found
+
+
+def scale_total_mass(builder: Any, first_body: int, total: float) -> None:
+    """Scale the masses and inertias of the bodies from ``first_body`` so they sum to
+    ``total`` (MuJoCo's ``<compiler settotalmass>``)."""
+    masses = np.asarray(builder.body_mass[first_body:], dtype=np.float64)
+    if masses.sum() <= 0.0:
+        return
+    factor = float(np.float32(total / masses.sum()))  # Warp's matrices take float32 scalars
+    for body in range(first_body, builder.body_count):
+        builder.body_mass[body] = float(builder.body_mass[body]) * factor
+        builder.body_inertia[body] = builder.body_inertia[body] * factor
+        if hasattr(builder, "body_inv_mass"):
+            mass = float(builder.body_mass[body])
+            builder.body_inv_mass[body] = 1.0 / mass if mass > 0.0 else 0.0
+        if hasattr(builder, "body_inv_inertia"):
+            builder.body_inv_inertia[body] = builder.body_inv_inertia[body] * float(
+                np.float32(1.0 / factor)
+            )
