@@ -72,6 +72,20 @@ def random_state(model, rng) -> tuple[np.ndarray, np.ndarray]:
     return qpos, rng.standard_normal(model.nv)
 
 
+def inside_the_ranges(model, rng) -> np.ndarray:
+    """MuJoCo's qpos0 with every hinge and slide moved a little, inside its range (where no
+    limit acts: MuJoCo's limits are constraints, Newton's penalty springs)."""
+    qpos = model.qpos0.copy()
+    for joint in range(model.njnt):
+        if model.jnt_type[joint] in (2, 3):
+            start = model.jnt_qposadr[joint]
+            low, high = model.jnt_range[joint] if model.jnt_limited[joint] else (-1e9, 1e9)
+            margin = 0.05 * min(high - low, 1.0)
+            qpos[start] = np.clip(qpos[start] + 0.1 * rng.standard_normal(), low + margin,
+                                  high - margin)  # fmt: skip
+    return qpos
+
+
 def newton_bodies(env: Probe, joint_q: torch.Tensor, joint_qd: torch.Tensor):
     """Body positions ``[B, 3]`` and twists ``[B, 6]`` (v of the COM, omega; world) of one row."""
     model = env.simulation.model
@@ -191,14 +205,7 @@ def test_one_step_accelerates_every_joint_as_mujoco_does_without_contacts(robot_
     model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     data = mujoco.MjData(model)
     rng = np.random.default_rng(2)
-    qpos, qvel = model.qpos0.copy(), 0.3 * rng.standard_normal(model.nv)
-    for joint in range(model.njnt):  # hinges and slides moved, staying inside their ranges
-        if model.jnt_type[joint] in (2, 3):
-            start = model.jnt_qposadr[joint]
-            low, high = model.jnt_range[joint] if model.jnt_limited[joint] else (-1e9, 1e9)
-            margin = 0.05 * min(high - low, 1.0)
-            qpos[start] = np.clip(qpos[start] + 0.1 * rng.standard_normal(), low + margin,
-                                  high - margin)  # fmt: skip
+    qpos, qvel = inside_the_ranges(model, rng), 0.3 * rng.standard_normal(model.nv)
     data.qpos[:], data.qvel[:] = qpos, qvel
     mujoco.mj_forward(model, data)
     env.reset(seed=0)
@@ -211,3 +218,56 @@ def test_one_step_accelerates_every_joint_as_mujoco_does_without_contacts(robot_
     qacc = (after[0].double().numpy() - qvel) / 1e-4
     scale = max(1.0, float(np.abs(data.qacc).max()))
     assert np.abs(qacc - data.qacc).max() <= 0.01 * scale, (qacc, data.qacc)
+
+
+@pytest.mark.parametrize("name", ["hopper.xml", "ant.xml", "humanoid.xml"])
+def test_an_action_means_what_a_gymnasium_action_means(name):
+    # The file's motors drive the actions: gear x ctrl, ctrl clamped to ctrlrange.
+    path = next(p for p in GYMNASIUM_FILES if p.name == name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = Probe(1, model_file=str(path), dt=1e-4, capture=False)
+    model = mujoco.MjModel.from_xml_path(str(path))
+    assert env.action_dim == model.nu
+    np.testing.assert_allclose(env.action_scale.numpy(), model.actuator_gear[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(env.single_action_space.low, model.actuator_ctrlrange[:, 0])
+    np.testing.assert_allclose(env.single_action_space.high, model.actuator_ctrlrange[:, 1])
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    data = mujoco.MjData(model)
+    ctrl = 1.5 * np.random.default_rng(3).uniform(-1, 1, model.nu) * model.actuator_ctrlrange[:, 1]
+    data.ctrl[:] = ctrl  # some beyond the range: MuJoCo clamps them, so does the env
+    data.qpos[:] = qpos = inside_the_ranges(model, np.random.default_rng(4))
+    mujoco.mj_forward(model, data)
+    env.reset(seed=0)
+    joint_q, joint_qd = env.joint_state_from_mujoco(
+        torch.tensor(qpos)[None].float(), torch.zeros(1, model.nv)
+    )
+    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+    env.step(torch.tensor(ctrl)[None].float())
+    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
+    qacc = after[0].double().numpy() / 1e-4
+    scale = max(1.0, float(np.abs(data.qacc).max()))
+    assert np.abs(qacc - data.qacc).max() <= 0.01 * scale, (qacc, data.qacc)
+
+
+def test_explicit_actuation_keeps_newtonenvs_own_meaning():
+    path = next(p for p in GYMNASIUM_FILES if p.name == "hopper.xml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = Probe(1, model_file=str(path), actuated_joints=["thigh_joint"], capture=False)
+    assert env.action_dim == 1 and env.control_range is None
+    assert env.action_scale.tolist() == [1.0]
+
+
+def test_joint_limits_are_in_qpos_units_where_ref_moved_the_zero():
+    env, model = load(next(p for p in GYMNASIUM_FILES if p.name == "reacher.xml"))
+    newton_model = env.simulation.model
+    for joint in range(model.njnt):
+        if not model.jnt_limited[joint]:
+            continue
+        dof = env.mujoco_coordinates.dof_names.index(model.joint(joint).name)
+        limits = (
+            newton_model.joint_limit_lower.numpy()[dof],
+            newton_model.joint_limit_upper.numpy()[dof],
+        )
+        np.testing.assert_allclose(limits, model.jnt_range[joint], atol=1e-6)

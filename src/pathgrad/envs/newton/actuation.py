@@ -11,7 +11,7 @@ import newton
 import numpy as np
 import torch
 
-__all__ = ["action_scales", "actuated_dofs", "values_per_dof"]
+__all__ = ["action_scales", "actuated_dofs", "control_range", "values_per_dof"]
 
 
 def actuated_dofs(
@@ -106,3 +106,16 @@ def action_scales(action_scale: Any, action_dim: int, device: torch.device) -> t
             f"a negative scale reverses its DOF), got {action_scale!r}."
         )
     return torch.tensor(scale.copy(), device=device)
+
+
+def control_range(
+    motors: Sequence[Any], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The motors' ``ctrlrange`` as (low, high) per action entry (unbounded where a motor
+    has none), or None when none of them has one."""
+    if not any(motor.ctrlrange is not None for motor in motors):
+        return None
+    bounds = [motor.ctrlrange or (-float("inf"), float("inf")) for motor in motors]
+    low, high = zip(*bounds, strict=True)
+    as_tensor = lambda values: torch.tensor(values, dtype=torch.float32, device=device)  # noqa: E731
+    return as_tensor(low), as_tensor(high)

@@ -24,15 +24,20 @@ from typing import Any
 import newton
 import numpy as np
 import torch
+from gymnasium.spaces import Box
 
 from pathgrad.core.env_contract import EnvContractError
 from pathgrad.envs.base import BatchedDifferentiableEnv, State
-from pathgrad.envs.newton.actuation import action_scales, actuated_dofs, values_per_dof
+from pathgrad.envs.newton.actuation import (
+    action_scales,
+    actuated_dofs,
+    control_range,
+    values_per_dof,
+)
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
-from pathgrad.envs.newton.mjcf_options import MjcfOptions, read_mjcf_options
 from pathgrad.envs.newton.model_checks import (
     check_finite_model,
     check_masses,
@@ -41,7 +46,7 @@ from pathgrad.envs.newton.model_checks import (
     limit_units,
     unread_motors,
 )
-from pathgrad.envs.newton.model_file import load_model_file
+from pathgrad.envs.newton.model_file import RobotFileMixin, load_model_file
 from pathgrad.envs.newton.mujoco_meaning import MujocoCoordinates
 from pathgrad.envs.newton.scene_checks import (
     check_free_joint_quaternions,
@@ -54,7 +59,7 @@ from pathgrad.envs.newton.state_names import column_labels, state_column_name
 __all__ = ["NewtonEnv"]
 
 
-class NewtonEnv(BatchedDifferentiableEnv):
+class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
     """One Newton world per env row, stepped through the autograd bridge (float32).
 
     Args:
@@ -69,9 +74,13 @@ class NewtonEnv(BatchedDifferentiableEnv):
         dt: Duration of one env step (s); ``None``: an MJCF file's ``<option
             timestep>`` (with ``mujoco_meaning``), else 1/60.
         actuated_joints: Labels (or label suffixes) of the joints the action
-            drives, in action order; all joint DOFs that are not free joints by default.
+            drives, in action order. By default, an MJCF file's ``<motor>`` joints
+            (with ``mujoco_meaning``; neither this nor ``action_scale`` given), else
+            every joint DOF that is not a free joint's.
         action_scale: Generalized force (N or N m) per unit action, a scalar or
-            one per actuated DOF.
+            one per actuated DOF; by default the motors' gears (their ``ctrlrange``
+            then bounds the action space, and actions are clamped to it, as MuJoCo
+            clamps ``ctrl``), else 1.
         armature: Inertia (kg m^2, kg on sliders) added to every joint DOF's
             diagonal of the mass matrix, a scalar or one per DOF of the world
             (free joints included); ``None`` keeps the model's.
@@ -126,7 +135,7 @@ class NewtonEnv(BatchedDifferentiableEnv):
         substeps: int = 1,
         dt: float | None = None,
         actuated_joints: Sequence[str] | None = None,
-        action_scale: float | Sequence[float] = 1.0,
+        action_scale: float | Sequence[float] | None = None,
         armature: float | Sequence[float] | None = None,
         joint_damping: float | Sequence[float] | None = None,
         contacts: bool = False,
@@ -220,12 +229,21 @@ class NewtonEnv(BatchedDifferentiableEnv):
         )
         self.dof_labels = column_labels(world.joint_qd_start, self.dofs, self.joint_labels)
         self._kinematics: NewtonKinematics | None = None
-        self.actuated_dofs = actuated_dofs(world, self.joint_labels, actuated_joints)
+        motors = self._file_motors(actuated_joints, action_scale)
+        if motors:
+            actuated_joints = [motor.joint for motor in motors]
+            action_scale = [motor.gear for motor in motors]
+        self.actuated_dofs = self._file_joint_dofs(actuated_joints) or actuated_dofs(
+            world, self.joint_labels, actuated_joints
+        )
         self._actuated_index = torch.as_tensor(
             self.actuated_dofs, dtype=torch.long, device=torch.device(device)
         )  # long even when empty
         self.action_dim = len(self.actuated_dofs)
-        self.action_scale = action_scales(action_scale, self.action_dim, torch.device(device))
+        self.action_scale = action_scales(
+            1.0 if action_scale is None else action_scale, self.action_dim, torch.device(device)
+        )
+        self.control_range = control_range(motors, torch.device(device))
         unread = unread_motors(self.model_file, self.action_scale.tolist())
         if unread is not None:
             warnings.warn(f"{type(self).__name__}: {unread}", UserWarning, stacklevel=2)
@@ -240,6 +258,13 @@ class NewtonEnv(BatchedDifferentiableEnv):
                 "_observe returns"
             )
         super().__init__(num_envs, device, **kwargs)
+        if self.control_range is not None:  # a Gymnasium action: the motors' ctrlrange
+            low, high = (bound.cpu().numpy() for bound in self.control_range)
+            low, high = (
+                np.where(np.isfinite(low), low, -1.0),
+                np.where(np.isfinite(high), high, 1.0),
+            )
+            self.single_action_space = Box(low, high, (self.action_dim,), np.float32)
 
     # Model ---------------------------------------------------------------------------
 
@@ -253,13 +278,6 @@ class NewtonEnv(BatchedDifferentiableEnv):
         )
         for note in notes:
             warnings.warn(f"{type(self).__name__}: {note}", UserWarning, stacklevel=3)
-
-    def _file_options(self) -> MjcfOptions:
-        """The MJCF file's options this env applies (none for URDF, Newton's meaning)."""
-        path = self.model_file
-        if path is None or not self.mujoco_meaning or Path(path).suffix.lower() == ".urdf":
-            return MjcfOptions()
-        return read_mjcf_options(path)
 
     def _resolve_model_file(self, given: str | Path | None) -> str | None:
         """The model file: a relative one is found beside the module that defines the env.
@@ -322,7 +340,10 @@ class NewtonEnv(BatchedDifferentiableEnv):
         return None
 
     def joint_forces(self, state: State, action: torch.Tensor) -> torch.Tensor:
-        """Generalized forces of the step: scaled actions on the actuated DOFs plus extras."""
+        """Generalized forces of the step: scaled actions on the actuated DOFs plus extras
+        (actions clamped to the motors' ``ctrlrange`` first, where the file gives one)."""
+        if self.control_range is not None:
+            action = torch.clamp(action, *self.control_range)
         forces = torch.zeros(
             (self.num_envs, self.dofs), dtype=action.dtype, device=action.device
         ).index_add(1, self._actuated_index, action * self.action_scale)
@@ -381,35 +402,6 @@ class NewtonEnv(BatchedDifferentiableEnv):
             problem = "is ambiguous" if matches else "does not exist"
             raise ValueError(f"body '{body}' {problem}; bodies: {known}.")
         return matches[0]
-
-    @property
-    def coordinate_names(self) -> list[str]:
-        """The file's joint of each ``joint_q`` coordinate (MJCF, MuJoCo's meaning), else
-        Newton's joint label (with the coordinate's place in a joint of several)."""
-        mapping = self.mujoco_coordinates
-        return list(mapping.names) if mapping is not None else list(self.coordinate_labels)
-
-    def joint_state_from_mujoco(
-        self, qpos: torch.Tensor, qvel: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(joint_q, joint_qd)`` of MuJoCo's ``qpos [N, nq]``, ``qvel [N, nv]`` (batched,
-        differentiable; see :mod:`pathgrad.envs.newton.mujoco_meaning`)."""
-        return self._mujoco_map().joint_state_from_mujoco(qpos, qvel)
-
-    def mujoco_from_joint_state(
-        self, joint_q: torch.Tensor, joint_qd: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """MuJoCo's ``(qpos, qvel)`` of ``joint_q``, ``joint_qd`` (the inverse of
-        :meth:`joint_state_from_mujoco`)."""
-        return self._mujoco_map().mujoco_from_joint_state(joint_q, joint_qd)
-
-    def _mujoco_map(self) -> MujocoCoordinates:
-        if self.mujoco_coordinates is None:
-            raise ValueError(
-                f"{type(self).__name__} has no MuJoCo coordinates: it was not loaded from an "
-                "MJCF file with mujoco_meaning."
-            )
-        return self.mujoco_coordinates
 
     def state_entry_name(self, key: str, column: int) -> str | None:
         """The joint or body of column ``column`` of ``state[key]`` (for messages)."""

@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-__all__ = ["MjcfBody", "MjcfJoint", "read_mjcf_joints"]
+__all__ = ["MjcfBody", "MjcfJoint", "default_classes", "read_mjcf_joints"]
 
 # MuJoCo's defaults of the joint attributes read here.
 _JOINT_DEFAULTS = {"type": "hinge", "pos": "0 0 0", "axis": "0 0 1", "ref": "0"}
@@ -33,6 +33,10 @@ class MjcfJoint:
     pos: tuple[float, float, float]
     axis: tuple[float, float, float]
     ref: float
+    # What Newton's importer subtracted from the joint's limits and spring rest (it reads
+    # ref from the element alone, and shifts limits only where the element has a range).
+    limit_shift: float = 0.0
+    rest_shift: float = 0.0
 
     @property
     def rotational(self) -> bool:
@@ -52,14 +56,15 @@ def _vector(text: str) -> tuple[float, float, float]:
     return (values + [0.0, 0.0, 0.0])[:3]  # type: ignore[return-value]
 
 
-def _default_classes(root: ElementTree.Element) -> dict[str, dict[str, str]]:
-    """Class name -> the joint attributes it sets (inherited from enclosing defaults)."""
+def default_classes(root: ElementTree.Element, tag: str = "joint") -> dict[str, dict[str, str]]:
+    """Class name -> the attributes its ``<default>`` sets on ``tag`` elements (inherited
+    from enclosing defaults; the top one is ``main``)."""
     classes: dict[str, dict[str, str]] = {}
 
     def visit(element: ElementTree.Element, inherited: dict[str, str], name: str) -> None:
         own = dict(inherited)
         for child in element:
-            if child.tag == "joint":
+            if child.tag == tag:
                 own.update(child.attrib)
         classes[name] = own
         for child in element:
@@ -81,7 +86,7 @@ def read_mjcf_joints(path: str | Path) -> list[MjcfBody]:
         root = ElementTree.parse(path).getroot()
     except ElementTree.ParseError as error:
         raise ValueError(f"model_file '{path}' is not valid XML: {error}") from error
-    classes = _default_classes(root)
+    classes = default_classes(root)
     compiler = root.find("compiler")
     degrees = compiler is None or compiler.get("angle", "degree") != "radian"
     bodies: list[MjcfBody] = []
@@ -94,8 +99,9 @@ def read_mjcf_joints(path: str | Path) -> list[MjcfBody]:
             values.update(element.attrib)
         kind = values["type"]
         ref = float(values["ref"])
+        own = float(element.get("ref", 0.0))
         if kind == "hinge" and degrees:
-            ref = math.radians(ref)
+            ref, own = math.radians(ref), math.radians(own)
         axis = np.asarray(_vector(values["axis"]), dtype=np.float64)
         norm = float(np.linalg.norm(axis)) or 1.0
         return MjcfJoint(
@@ -104,6 +110,8 @@ def read_mjcf_joints(path: str | Path) -> list[MjcfBody]:
             pos=_vector(values["pos"]),
             axis=tuple(float(a) for a in axis / norm),  # type: ignore[arg-type]
             ref=ref if kind in ("hinge", "slide") else 0.0,
+            limit_shift=own if "range" in element.attrib else 0.0,
+            rest_shift=own if {"ref", "springref"} & set(element.attrib) else 0.0,
         )
 
     def visit(body: ElementTree.Element, active: str) -> None:

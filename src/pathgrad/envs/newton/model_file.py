@@ -11,16 +11,25 @@ options.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import torch
+
 from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
-from pathgrad.envs.newton.mjcf_options import read_mjcf_options, scale_total_mass
+from pathgrad.envs.newton.mjcf_options import (
+    MjcfMotor,
+    MjcfOptions,
+    read_mjcf_motors,
+    read_mjcf_options,
+    scale_total_mass,
+)
 from pathgrad.envs.newton.model_checks import check_model_file
 from pathgrad.envs.newton.mujoco_meaning import MujocoCoordinates, apply_mujoco_meaning
 
-__all__ = ["load_model_file"]
+__all__ = ["RobotFileMixin", "load_model_file"]
 
 _MJCF, _URDF = (".xml", ".mjcf"), (".urdf",)
 
@@ -77,3 +86,78 @@ def _solver_named(path: Path) -> bool:
     except ElementTree.ParseError:
         return False
     return any(not o.get("solver", "0").strip().isdigit() for o in root.iter("option"))
+
+
+class RobotFileMixin:
+    """What a NewtonEnv reads of its MJCF file beyond the bodies: MuJoCo's coordinates,
+    the ``<option>`` it applies, the motors that define its actions."""
+
+    model_file: str | None
+    mujoco_meaning: bool
+    mujoco_coordinates: MujocoCoordinates | None
+    coordinate_labels: list[str]
+
+    @property
+    def coordinate_names(self) -> list[str]:
+        """The file's joint of each ``joint_q`` coordinate (MJCF, MuJoCo's meaning), else
+        Newton's joint label (with the coordinate's place in a joint of several)."""
+        mapping = self.mujoco_coordinates
+        return list(mapping.names) if mapping is not None else list(self.coordinate_labels)
+
+    def joint_state_from_mujoco(
+        self, qpos: torch.Tensor, qvel: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(joint_q, joint_qd)`` of MuJoCo's ``qpos [N, nq]``, ``qvel [N, nv]`` (batched,
+        differentiable; see :mod:`pathgrad.envs.newton.mujoco_meaning`)."""
+        return self._mujoco_map().joint_state_from_mujoco(qpos, qvel)
+
+    def mujoco_from_joint_state(
+        self, joint_q: torch.Tensor, joint_qd: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """MuJoCo's ``(qpos, qvel)`` of ``joint_q``, ``joint_qd`` (the inverse of
+        :meth:`joint_state_from_mujoco`)."""
+        return self._mujoco_map().mujoco_from_joint_state(joint_q, joint_qd)
+
+    def _mujoco_map(self) -> MujocoCoordinates:
+        if self.mujoco_coordinates is None:
+            raise ValueError(
+                f"{type(self).__name__} has no MuJoCo coordinates: it was not loaded from an "
+                "MJCF file with mujoco_meaning."
+            )
+        return self.mujoco_coordinates
+
+    def _file_joint_dofs(self, joints: Any) -> list[int] | None:
+        """The DOFs of the file's hinges and slides named in ``joints`` (MuJoCo's names,
+        also where Newton merged them into one joint); None unless all are such."""
+        mapping = self.mujoco_coordinates
+        if mapping is None or not joints or isinstance(joints, str):
+            return None
+        if len(set(joints)) != len(joints):  # actuated_dofs names the repeated joint
+            return None
+        if not all(name in mapping.dof_names for name in joints):
+            return None
+        return [mapping.dof_names.index(name) for name in joints]
+
+    def _file_motors(self, joints: Any, scale: Any) -> list[MjcfMotor]:
+        """The MJCF file's joint motors, where they define the actions (neither
+        ``actuated_joints`` nor ``action_scale`` given); other actuators are warned about."""
+        path = self.model_file
+        if joints is not None or scale is not None or not self._file_options_apply():
+            return []
+        motors, skipped = read_mjcf_motors(path)
+        if motors and skipped:
+            warnings.warn(
+                f"{type(self).__name__}: the actions drive the file's joint motors; its "
+                f"other actuators are not applied: {', '.join(skipped)}.",
+                UserWarning,
+                stacklevel=3,
+            )
+        return motors
+
+    def _file_options_apply(self) -> bool:
+        path = self.model_file
+        return path is not None and self.mujoco_meaning and Path(path).suffix.lower() != ".urdf"
+
+    def _file_options(self) -> MjcfOptions:
+        """The MJCF file's options this env applies (none for URDF, Newton's meaning)."""
+        return read_mjcf_options(self.model_file) if self._file_options_apply() else MjcfOptions()
