@@ -271,3 +271,23 @@ def test_joint_limits_are_in_qpos_units_where_ref_moved_the_zero():
             newton_model.joint_limit_upper.numpy()[dof],
         )
         np.testing.assert_allclose(limits, model.jnt_range[joint], atol=1e-6)
+
+
+def test_a_files_floor_is_the_ground_and_no_second_plane_is_added(tmp_path):
+    pusher = next(p for p in GYMNASIUM_FILES if p.name == "pusher.xml")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = Probe(1, model_file=str(pusher), contacts=True, capture=False)
+    plane = int(newton.GeoType.PLANE)
+    shapes = env.simulation.model
+    planes = [k for k, kind in enumerate(shapes.shape_type.numpy()) if int(kind) == plane]
+    assert len(planes) == 1  # the table, at z = -0.325: the objects rest on it
+    assert shapes.shape_transform.numpy()[planes[0]][2] == pytest.approx(-0.325)
+    assert not [w for w in caught if "inside the ground" in str(w.message)]
+    arm = tmp_path / "ball_and_refs.xml"  # no floor of its own: pathgrad's ground plane
+    arm.write_text(BALL_AND_REFS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = Probe(1, model_file=str(arm), contacts=True, capture=False)
+    kinds = env.simulation.model.shape_type.numpy()
+    assert sum(int(kind) == plane for kind in kinds) == 1

@@ -52,6 +52,7 @@ from pathgrad.envs.newton.scene_checks import (
     check_free_joint_quaternions,
     floor_without_contacts,
     ground_penetration,
+    has_floor,
 )
 from pathgrad.envs.newton.stability import instability_hint
 from pathgrad.envs.newton.state_names import column_labels, state_column_name
@@ -191,8 +192,8 @@ class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
                 warnings.warn(f"{type(self).__name__}: {warning}", UserWarning, stacklevel=2)
         builder = newton.ModelBuilder(gravity=self.gravity)
         builder.replicate(world, int(num_envs))
-        if contacts:
-            builder.add_ground_plane(cfg=self.ground_config())
+        if contacts and not (self.mujoco_coordinates is not None and has_floor(world)):
+            builder.add_ground_plane(cfg=self.ground_config())  # a file's own floor: not twice
         model = builder.finalize(device=str(torch.device(device)), requires_grad=True)
         for warning in (
             ground_penetration(model) if contacts else None,

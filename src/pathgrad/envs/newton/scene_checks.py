@@ -18,14 +18,20 @@ import torch
 
 from pathgrad.core.env_contract import EnvContractError
 
-__all__ = ["check_free_joint_quaternions", "floor_without_contacts", "ground_penetration"]
+__all__ = [
+    "check_free_joint_quaternions",
+    "floor_without_contacts",
+    "ground_penetration",
+    "has_floor",
+]
 
 PENETRATION_TOLERANCE = 0.005  # m: resting contact sits within this of the ground
 
 
 def ground_penetration(model: Any) -> str | None:
-    """A warning when a collision shape starts below the ground plane (z = 0), at the
-    model's pose: the deepest one, with its body and how deep."""
+    """A warning when a collision shape starts below the ground (its highest static plane:
+    pathgrad's at z = 0 or a file's floor), at the model's pose: the deepest one, with its
+    body and how deep."""
     state = model.state()
     newton.eval_fk(model, model.joint_q, model.joint_qd, state)
     body_q = state.body_q.numpy().astype(np.float64)
@@ -33,7 +39,10 @@ def ground_penetration(model: Any) -> str | None:
     transforms = model.shape_transform.numpy().astype(np.float64)
     bodies, flags = model.shape_body.numpy(), model.shape_flags.numpy()
     collides = int(newton.ShapeFlags.COLLIDE_SHAPES)
-    deepest, where = -PENETRATION_TOLERANCE, None
+    planes = [transforms[k][2] for k, (kind, body) in enumerate(zip(types, bodies, strict=True))
+              if body < 0 and int(kind) == int(newton.GeoType.PLANE)]  # fmt: skip
+    ground = max(planes, default=0.0)
+    deepest, where = ground - PENETRATION_TOLERANCE, None
     for shape, (kind, body) in enumerate(zip(types, bodies, strict=True)):
         if body < 0 or not flags[shape] & collides:
             continue
@@ -46,12 +55,18 @@ def ground_penetration(model: Any) -> str | None:
     body, kind = where
     name = str(model.body_label[body]).rsplit("/", 1)[-1]
     return (
-        f"body '{name}' starts {-deepest:.3g} m inside the ground (its "
+        f"body '{name}' starts {ground - deepest:.3g} m inside the ground (its "
         f"{newton.GeoType(kind).name.lower()}'s lowest point at z = {deepest:.3g} m, at the "
         "model's pose): the contacts throw it out, or the first steps turn NaN. Start it "
         "higher: the root body's pos in an MJCF file, model_file_options()'s xform for a URDF, "
         "or the heights _sample_initial_state draws."
     )
+
+
+def has_floor(builder: Any) -> bool:
+    """Whether a world holds a plane of its own (an MJCF file's floor or table)."""
+    plane = int(newton.GeoType.PLANE)
+    return any(int(kind) == plane for kind in builder.shape_type)
 
 
 def floor_without_contacts(model: Any, *, contacts: bool) -> str | None:
@@ -60,8 +75,8 @@ def floor_without_contacts(model: Any, *, contacts: bool) -> str | None:
         return None
     return (
         "the model has a plane (a floor) but contacts=False, so nothing collides with it and "
-        "the robot falls through. Pass contacts=True (the env then adds its own ground plane; "
-        "remove the file's floor) or remove the plane."
+        "the robot falls through. Pass contacts=True (an MJCF file's floor is then the ground) "
+        "or remove the plane."
     )
 
 
