@@ -291,3 +291,20 @@ def test_a_files_floor_is_the_ground_and_no_second_plane_is_added(tmp_path):
         env = Probe(1, model_file=str(arm), contacts=True, capture=False)
     kinds = env.simulation.model.shape_type.numpy()
     assert sum(int(kind) == plane for kind in kinds) == 1
+
+
+def test_substeps_auto_divides_the_files_timestep_by_its_stiffest_term(tmp_path):
+    cheetah = next(p for p in GYMNASIUM_FILES if p.name == "half_cheetah.xml")
+    with pytest.warns(UserWarning, match=r"substeps auto: 4 of 0.0025 s per env step of 0.01 s, "
+                      r"half the stability bound of its stiffest term \(joint 'ffoot' has a "
+                      r"limit of stiffness"):  # fmt: skip
+        env = Probe(1, model_file=str(cheetah), contacts=True, capture=False)
+    assert env.simulation.substeps == 4 and env.dt == pytest.approx(0.01)  # the file's timestep
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = Probe(1, model_file=str(cheetah), substeps=2, capture=False)
+        own_step = Probe(1, model_file=str(cheetah), dt=0.02, capture=False)
+    assert chosen.simulation.substeps == 2 and own_step.simulation.substeps == 1
+    assert not [w for w in caught if "substeps auto" in str(w.message)]
+    with pytest.raises(ValueError, match="substeps must be a positive integer or 'auto', got 'a'"):
+        Probe(1, model_file=str(cheetah), substeps="a", capture=False)

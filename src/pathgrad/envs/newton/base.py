@@ -54,7 +54,7 @@ from pathgrad.envs.newton.scene_checks import (
     ground_penetration,
     has_floor,
 )
-from pathgrad.envs.newton.stability import instability_hint
+from pathgrad.envs.newton.stability import instability_hint, stable_substeps
 from pathgrad.envs.newton.state_names import column_labels, state_column_name
 
 __all__ = ["NewtonEnv"]
@@ -71,7 +71,10 @@ class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
         solver: ``featherstone`` (joint coordinates) or ``semi_implicit`` (maximal
             coordinates: the state also carries ``body_q`` ``[N, bodies*7]`` and
             ``body_qd`` ``[N, bodies*6]``; ``joint_q``/``joint_qd`` follow from them).
-        substeps: Solver steps per env step.
+        substeps: Solver steps per env step, or ``"auto"``: as many as keep every
+            explicit stiff term (joint damping, limits, ground contact on the
+            effective masses) at half its stability bound, said once. ``None``:
+            ``"auto"`` where ``dt`` is an MJCF file's timestep, else 1.
         dt: Duration of one env step (s); ``None``: an MJCF file's ``<option
             timestep>`` (with ``mujoco_meaning``), else 1/60.
         actuated_joints: Labels (or label suffixes) of the joints the action
@@ -133,7 +136,7 @@ class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
         *,
         model_file: str | Path | None = None,
         solver: str = "featherstone",
-        substeps: int = 1,
+        substeps: int | str | None = None,
         dt: float | None = None,
         actuated_joints: Sequence[str] | None = None,
         action_scale: float | Sequence[float] | None = None,
@@ -167,6 +170,10 @@ class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
         file_options = self._file_options()
         if self.gravity is None:
             self.gravity = file_options.gravity or (0.0, 0.0, -9.81)
+        auto = substeps == "auto" or (substeps is None and dt is None and file_options.timestep)
+        if isinstance(substeps, str) and substeps != "auto":
+            raise ValueError(f"substeps must be a positive integer or 'auto', got {substeps!r}.")
+        substeps = 1 if auto or substeps is None else substeps
         dt = dt if dt is not None else file_options.timestep or 1.0 / 60.0
         world = newton.ModelBuilder(gravity=self.gravity)
         self.mujoco_coordinates: MujocoCoordinates | None = None  # build_world may set it
@@ -266,6 +273,23 @@ class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
                 np.where(np.isfinite(high), high, 1.0),
             )
             self.single_action_space = Box(low, high, (self.action_dim,), np.float32)
+        if auto:
+            self._choose_substeps(solver)
+
+    def _choose_substeps(self, solver: str) -> None:
+        """``substeps="auto"``: rebuild the simulation with the substeps its stiff terms need."""
+        count, why = stable_substeps(self, self.dt)
+        if count > 1:
+            self.simulation_options["substeps"] = count
+            self.simulation = NewtonSimulation(
+                self.simulation.model, solver=solver, **self.simulation_options
+            )
+        warnings.warn(
+            f"{type(self).__name__}: substeps auto: {count} of {self.dt / count:.3g} s per env "
+            f"step of {self.dt:.3g} s, half the stability bound of its stiffest term ({why}).",
+            UserWarning,
+            stacklevel=3,
+        )
 
     # Model ---------------------------------------------------------------------------
 

@@ -18,19 +18,38 @@ import warp as wp
 
 from pathgrad.envs.newton.scene_checks import ground_penetration
 
-__all__ = ["instability_hint"]
+__all__ = ["instability_hint", "stable_substeps", "stiff_terms"]
 
 
 def instability_hint(env: Any) -> str:
     """One clause on the stiff terms of ``env`` (a NewtonEnv) and the settings that tame them."""
     simulation = env.simulation
-    model = simulation.model
-    dofs = int(env.dofs)
+    substep = float(simulation.substep_dt)
+    parts = [f"substep {substep:.3g} s ({simulation.substeps} per env step of {env.dt:.3g} s)"]
+    terms = [text for _, text in stiff_terms(env)]
+    contact = [text for text in terms if text.startswith("ground contact")]
+    parts += [text for text in terms if text not in contact]
+    if simulation.uses_contacts:  # a body that starts inside the ground says more
+        start = ground_penetration(simulation.model)
+        parts.append(start or (contact or ["contacts are explicit springs too"])[0])
+    return (
+        "a Newton step that turns non-finite usually has a force too stiff for its substep: "
+        + "; ".join(parts)
+        + ". Raise armature or substeps, or lower the damping, limit or contact stiffness "
+        "(docs/simulators.md, 'Stable steps')"
+    )
+
+
+def stiff_terms(env: Any) -> list[tuple[float, str]]:
+    """Each explicit stiff term of ``env``: the longest stable substep it allows (s; inf
+    where it cannot be computed) and a clause naming it, with its numbers."""
+    simulation = env.simulation
+    model, dofs = simulation.model, int(env.dofs)
     substep = float(simulation.substep_dt)
     damping = model.joint_damping.numpy()[:dofs].astype(np.float64)
     armature = model.joint_armature.numpy()[:dofs].astype(np.float64)
-    parts = [f"substep {substep:.3g} s ({simulation.substeps} per env step of {env.dt:.3g} s)"]
     mass_matrix = _mass_matrix_at_rest(env)  # armature included
+    terms = []
     if dofs and damping.max() > 0.0 and mass_matrix is not None:
         # Explicit damping M qdd = -C qd is stable while substep x max eig(M^-1 C) < 2.
         rates, modes = np.linalg.eig(np.linalg.solve(mass_matrix, np.diag(damping)))
@@ -38,32 +57,42 @@ def instability_hint(env: Any) -> str:
         factor = substep * float(rates.real[fastest])
         dof = int(np.argmax(np.abs(modes[:, fastest])))
         verdict = "above" if factor >= 2.0 else "below"
-        parts.append(
+        terms.append((2.0 / float(rates.real[fastest]), (
             f"joint damping {damping[dof]:g} on joint '{_joint_of_dof(model, dof)}' (armature "
             f"{armature[dof]:g}) gives substep x its fastest rate (max eig of M^-1 C at the "
             f"model's pose) = {factor:.3g}, {verdict} the bound 2 of explicit damping at that "
             "pose (poses of more inertia allow more)"
-        )
+        )))  # fmt: skip
     elif dofs and damping.max() > 0.0:
         dof = int(np.argmax(damping))
-        parts.append(
+        terms.append((float("inf"), (
             f"joint damping up to {damping[dof]:g} (joint '{_joint_of_dof(model, dof)}', "
             f"armature {armature[dof]:g}): stable only while damping x substep "
             f"({damping[dof] * substep:.3g}) < 2 x (the DOF's inertia + armature)"
-        )
-    limits = _stiffest_limit(model, dofs, mass_matrix, substep)
-    if limits is not None:
-        parts.append(limits)
-    if simulation.uses_contacts:
-        start = ground_penetration(model)
-        contact = None if mass_matrix is None else _stiffest_contact(env, mass_matrix, substep)
-        parts.append(start or contact or "contacts are explicit springs too")
-    return (
-        "a Newton step that turns non-finite usually has a force too stiff for its substep: "
-        + "; ".join(parts)
-        + ". Raise armature or substeps, or lower the damping, limit or contact stiffness "
-        "(docs/simulators.md, 'Stable steps')"
-    )
+        )))  # fmt: skip
+    for term in (
+        _stiffest_limit(model, dofs, mass_matrix, substep),
+        None if not simulation.uses_contacts or mass_matrix is None
+        else _stiffest_contact(env, mass_matrix, substep),
+    ):  # fmt: skip
+        if term is not None:
+            terms.append(term)
+    return terms
+
+
+def stable_substeps(env: Any, dt: float, margin: float = 0.5) -> tuple[int, str]:
+    """Substeps per env step of ``dt`` that keep every stiff term of ``env`` at ``margin``
+    of its stability bound, and the clause naming the stiffest (or why one suffices)."""
+    found = stiff_terms(env)
+    terms = [term for term in found if np.isfinite(term[0])]
+    if not terms and found:
+        return 1, (f"its stiff terms could not be bounded here, so raise substeps if a step "
+                   f"turns non-finite: {found[0][1]}")  # fmt: skip
+    if not terms:
+        return 1, "no explicit stiff term bounds the substep"
+    bound, text = min(terms, key=lambda term: term[0])
+    count = max(1, int(np.ceil(dt / (margin * bound))))
+    return count, text
 
 
 def _stable_substep(stiffness: float, damping: float, mass: float) -> float:
@@ -83,7 +112,9 @@ def _bound_text(substep: float, bound: float) -> str:
     return f"stable only while substep < {bound:.3g} s ({substep:.3g} s is {verdict})"
 
 
-def _stiffest_contact(env: Any, mass_matrix: np.ndarray, substep: float) -> str | None:
+def _stiffest_contact(
+    env: Any, mass_matrix: np.ndarray, substep: float
+) -> tuple[float, str] | None:
     """The ground contact (stiffness ``ke``, damping ``kd``) with the shortest stable substep.
 
     Over world 0's colliding bodies: each one's effective mass along the up
@@ -122,17 +153,17 @@ def _stiffest_contact(env: Any, mass_matrix: np.ndarray, substep: float) -> str 
         bound = _stable_substep(ke, kd, mass)
         if worst is None or bound < worst[0]:
             name = str(model.body_label[body]).rsplit("/", 1)[-1]
-            worst = (bound, (
+            worst = (float(bound), (
                 f"ground contact stiffness {ke:g} and damping {kd:g} (ke, kd of the shapes "
                 f"of body '{name}'; effective mass {mass:.3g} kg along the normal at its "
                 f"centre at the model's pose) are {_bound_text(substep, bound)}"
             ))  # fmt: skip
-    return None if worst is None else worst[1]
+    return worst
 
 
 def _stiffest_limit(
     model: Any, dofs: int, mass_matrix: np.ndarray | None, substep: float
-) -> str | None:
+) -> tuple[float, str] | None:
     """The joint limit (spring ``limit_ke``, damper ``limit_kd``) with the shortest stable
     substep, if any DOF has a limit."""
     lower = model.joint_limit_lower.numpy()[:dofs].astype(np.float64)
@@ -145,7 +176,7 @@ def _stiffest_limit(
         return None
     if mass_matrix is None:
         dof = int(np.argmax(np.where(limited, stiffness, -1.0)))
-        return (
+        return float("inf"), (
             f"joint '{_joint_of_dof(model, dof)}' has a limit of stiffness {stiffness[dof]:g} "
             f"and damping {damping[dof]:g} (limit_ke, limit_kd): stable only while "
             "substep^2 ke / inertia + 2 substep kd / inertia < 4"
@@ -156,7 +187,7 @@ def _stiffest_limit(
         for dof in range(dofs)
     ]
     dof = int(np.argmin(bounds))
-    return (
+    return float(bounds[dof]), (
         f"joint '{_joint_of_dof(model, dof)}' has a limit of stiffness {stiffness[dof]:g} and "
         f"damping {damping[dof]:g} (limit_ke, limit_kd; inertia {inertia[dof]:.3g} with "
         f"armature at the model's pose), {_bound_text(substep, bounds[dof])}"
