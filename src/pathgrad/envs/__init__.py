@@ -40,6 +40,10 @@ register_learning_env(
     "pathgrad.experimental.newton.planar_reach:make_newton_planar_reach_env",
 )
 register_learning_env("NewtonAnt", "pathgrad.envs.newton.ant:NewtonAnt")
+for _task in ("Hopper", "Walker2d", "HalfCheetah"):  # Gymnasium's v5 tasks, on Newton
+    register_learning_env(
+        f"Gymnasium{_task}", f"pathgrad.envs.newton.gymnasium_locomotion:Gymnasium{_task}"
+    )
 register_learning_env("DiffRLAnt", "pathgrad.envs.newton.diffrl_ant:DiffRLAnt")
 register_learning_env("DiffRLHopper", "pathgrad.envs.newton.diffrl_hopper:DiffRLHopper")
 register_learning_env("DiffRLHalfCheetah", "pathgrad.envs.newton.diffrl_cheetah:DiffRLHalfCheetah")
