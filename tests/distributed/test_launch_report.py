@@ -35,6 +35,7 @@ def run_with_checkpoints(root: Path, *kinds: str) -> Path:
         {1: -9, 0: 143},  # ... and then stopped the survivor
         {0: LOST_CONTACT_EXIT, 1: -9},  # the survivor noticed first
         {0: 143, 1: -9, 2: LOST_CONTACT_EXIT},
+        {1: -9, 0: -9},  # the survivor outlived the agent's SIGTERM: the first seen is named
     ],
 )
 def test_the_killed_rank_is_named_whoever_noticed_first(tmp_path, codes):
@@ -49,6 +50,13 @@ def test_the_killed_rank_is_named_whoever_noticed_first(tmp_path, codes):
         f"resume with `pathgrad resume {run_dir}`."
     )
     assert status == 137
+
+
+def test_within_a_kind_the_rank_the_agent_saw_end_first_is_named():
+    line, _ = failure_report({1: -9, 0: -9}, 2, None)
+    assert line.startswith("pathgrad: error: rank 1 of 2 was killed by SIGKILL; rank 0 was")
+    line, _ = failure_report({0: -9, 1: -9}, 2, None)
+    assert line.startswith("pathgrad: error: rank 0 of 2 was killed by SIGKILL; rank 1 was")
 
 
 def test_a_rank_that_said_its_error_is_not_repeated_and_keeps_its_status():

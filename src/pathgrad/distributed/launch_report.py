@@ -71,10 +71,11 @@ def _signal_name(number: int) -> str:
 
 def _first_to_end(exit_codes: Mapping[int, int]) -> tuple[int, int]:
     """The rank whose end ended the job: killed by a signal, else one that spoke for
-    itself (rank 0 first), else one stopped by a signal, else one that lost contact."""
+    itself, else one stopped by a signal, else one that lost contact; within a kind, the
+    first the agent saw end (``exit_codes`` in that order, as torch's failures are)."""
 
-    def order(item: tuple[int, int]) -> tuple[int, int]:
-        rank, code = item
+    def order(item: tuple[int, tuple[int, int]]) -> tuple[int, int]:
+        position, (_, code) = item
         if code < 0:
             kind = 0
         elif code not in (LOST_CONTACT_EXIT, *_STOPPED):
@@ -83,9 +84,10 @@ def _first_to_end(exit_codes: Mapping[int, int]) -> tuple[int, int]:
             kind = 2
         else:
             kind = 3
-        return kind, rank
+        return kind, position
 
-    return min(((r, c) for r, c in exit_codes.items() if c != 0), key=order)
+    ended = [(rank, code) for rank, code in exit_codes.items() if code != 0]
+    return min(enumerate(ended), key=order)[1]
 
 
 def _checkpoint_words(run_dir: Path | None) -> str:

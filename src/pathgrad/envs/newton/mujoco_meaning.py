@@ -163,6 +163,11 @@ def apply_mujoco_meaning(
     """
     newton_body = _match_bodies(builder, bodies, first_body)
     notes: list[str] = []
+    matched = {id(body) for body in newton_body.values()}
+    lost = [body.name or "(unnamed)" for body in bodies if body.joints and id(body) not in matched]
+    if lost:
+        notes.append(f"bodies {', '.join(lost)} are not in Newton's import: their joints are "
+                     "left out of the MuJoCo coordinates (qpos, qvel)")  # fmt: skip
     joints: list[_Joint] = []
     qpos = qvel = 0
     placed: dict[int, list[_Joint]] = {}
