@@ -156,3 +156,19 @@ def test_an_observation_in_another_dtype_than_the_policys_is_one_line():
         "policy's parameters are torch.float32: build the policy in the observations' dtype (or "
         "emit observations in the policy's)."
     )
+
+
+def test_an_infinite_record_in_the_state_passes_but_a_nan_or_an_infinite_observation_does_not():
+    env = PointMass(4, seed=0)
+    observation, info = env.reset(seed=0)
+    env.state["max_penetration"] = torch.full((4,), float("inf"))  # a record's sentinel
+    check_first_result(env, "reset", (observation, info))
+    env.state["max_penetration"][2] = float("nan")
+    with pytest.raises(EnvContractError, match=r"state\['max_penetration'\]: not finite \(nan\) "
+                       r"in row 2, entry 0; 1 of 4 rows"):  # fmt: skip
+        check_first_result(env, "reset", (observation, info))
+    env.state["max_penetration"][2] = 0.0
+    observation = observation.clone()
+    observation[3, 1] = float("inf")
+    with pytest.raises(EnvContractError, match=r"observation: not finite \(inf\) in row 3"):
+        check_first_result(env, "reset", (observation, info))

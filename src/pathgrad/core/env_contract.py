@@ -261,8 +261,9 @@ _NOT_FINITE = "not finite"  # a problem of a first reset that nothing can train 
 
 
 def _non_finite_start(env: Any, observation: Any) -> list[Problem]:
-    """A first reset's non-finite entries: the carried state's first (the cause, named by
-    the env's ``state_entry_name(key, column)`` where it has one), then the observation's."""
+    """A first reset's non-finite entries: the carried state's NaNs first (the cause, named
+    by the env's ``state_entry_name(key, column)`` where it has one; an infinite entry may be
+    a record's sentinel), then the observation's NaNs and infinities."""
     state = getattr(env, "state", None)
     members = list(state.items()) if isinstance(state, Mapping) else []
     namer = getattr(env, "state_entry_name", None)
@@ -270,11 +271,12 @@ def _non_finite_start(env: Any, observation: Any) -> list[Problem]:
     for key, value in [*((f"state[{k!r}]", v) for k, v in members), ("observation", observation)]:
         if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.ndim == 0:
             continue
-        bad = ~torch.isfinite(value.detach().reshape(value.shape[0], -1))
+        flat = value.detach().reshape(value.shape[0], -1)
+        bad = torch.isnan(flat) if key != "observation" else ~torch.isfinite(flat)
         if not bool(bad.any()):
             continue
         row, column = (int(i) for i in bad.nonzero()[0])
-        number = float(value.detach().reshape(value.shape[0], -1)[row, column])
+        number = float(flat[row, column])
         rows = int(bad.any(1).sum())
         name = namer(key[7:-2], column) if callable(namer) and key != "observation" else None
         where = f"entry {column}" + (f" ({name})" if name else "")
