@@ -280,23 +280,11 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             self.interrupts.open()
             self._evaluate_and_save()
             if self.skips.diverged:
-                self.diverged = (
-                    f"{self.skips.consecutive} updates in a row were skipped (non-finite or "
-                    f"excessive gradients; {self.skips.total} of {self.num_updates} in all); "
-                    "the parameters are those of the last update that was not skipped "
-                    "(trainer.max_consecutive_skipped_updates sets the limit, 0: none)."
-                )
+                self.diverged = self.skips.divergence(self.num_updates)
                 return self.get_summary()
-        if self.skips.consecutive >= self.num_updates > 0 and self.data_parallel.is_main:
-            which = (
-                "the run's one update was"
-                if self.num_updates == 1
-                else f"every one of the run's {self.num_updates} updates was"
-            )
-            self.notify(
-                f"{which} skipped (non-finite or excessive gradients), so the policy is still "
-                "the initial one; the first skipped update's warning names the cause."
-            )
+        nothing_learned = self.skips.all_skipped(self.num_updates)
+        if nothing_learned and self.data_parallel.is_main:
+            self.notify(nothing_learned)
         self._final_evaluation()
         return self.get_summary()
 

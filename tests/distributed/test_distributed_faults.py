@@ -69,6 +69,23 @@ def one_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def start_job(folder: Path, command: list[str]) -> subprocess.Popen:
+    """``command`` training a run too long to finish, in a session of its own, once it has
+    written its first checkpoint (stderr piped)."""
+    launcher = subprocess.Popen(
+        [*command, *SMALL, "trainer.total_updates=100000"],
+        cwd=folder, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: any(folder.glob("runs/*/checkpoints/index.json")), 120, "a checkpoint")
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+        raise
+    return launcher
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("trained")
@@ -122,13 +139,8 @@ def test_killing_the_launcher_ends_its_ranks_with_a_final_checkpoint(tmp_path, l
         if launch == "--nproc"
         else [*TORCHRUN, "--nproc-per-node=2", "-m", "pathgrad", "train"]
     )
-    launcher = subprocess.Popen(
-        [*command, *SMALL, "trainer.total_updates=100000"],
-        cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    launcher = start_job(tmp_path, command)
     try:
-        wait_for(lambda: any(tmp_path.glob("runs/*/checkpoints/index.json")), 120, "a checkpoint")
         ranks = child_pids(launcher.pid)
         assert len(ranks) == 2, ranks
         os.kill(launcher.pid, signal.SIGKILL)
@@ -146,13 +158,8 @@ def test_killing_the_launcher_ends_its_ranks_with_a_final_checkpoint(tmp_path, l
 
 @needs_proc
 def test_sigterm_to_the_launcher_stops_every_rank_with_a_final_checkpoint(tmp_path):
-    launcher = subprocess.Popen(
-        [*PATHGRAD, "train", "--nproc", "2", *SMALL, "trainer.total_updates=100000"],
-        cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    launcher = start_job(tmp_path, [*PATHGRAD, "train", "--nproc", "2"])
     try:
-        wait_for(lambda: any(tmp_path.glob("runs/*/checkpoints/index.json")), 120, "a checkpoint")
         launcher.send_signal(signal.SIGTERM)
         _, stderr = launcher.communicate(timeout=90)
     finally:
@@ -188,13 +195,8 @@ def test_a_rank_killed_under_load_ends_the_job_in_the_launchers_one_line(
 
 @needs_proc
 def test_sigterm_to_one_rank_under_the_launcher_is_one_line_with_the_final_checkpoint(tmp_path):
-    launcher = subprocess.Popen(
-        [*PATHGRAD, "train", "--nproc", "2", *SMALL, "trainer.total_updates=100000"],
-        cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    launcher = start_job(tmp_path, [*PATHGRAD, "train", "--nproc", "2"])
     try:
-        wait_for(lambda: any(tmp_path.glob("runs/*/checkpoints/index.json")), 120, "a checkpoint")
         (rank,) = [pid for pid in child_pids(launcher.pid) if rank_of(pid) == 1]
         os.kill(rank, signal.SIGTERM)
         _, stderr = launcher.communicate(timeout=90)

@@ -29,6 +29,11 @@ from pathgrad.commands import (
     signals_ignored,
     signals_raise,
 )
+from pathgrad.commands.option_overrides import (
+    budget_overrides,
+    device_overrides,
+    thread_overrides,
+)
 from pathgrad.commands.outcome import (
     crash_note,
     final_writes,
@@ -83,7 +88,7 @@ EXIT_CODES = {
 def command_train(args: argparse.Namespace) -> int:
     """``pathgrad train [CONFIG.yaml] [key=value ...]`` (one rank of several under torchrun)."""
     config_path = args.config
-    overrides = list(args.overrides) + _thread_overrides(args)
+    overrides = list(args.overrides) + thread_overrides(args)
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides.insert(0, config_path)  # the first override, not a file
         config_path = None
@@ -252,7 +257,7 @@ def command_resume(args: argparse.Namespace) -> int:
         )
         raise UsageError(f"'{run_dir}' {what}.")
     saved = load_config(run_dir / CONFIG_FILE)
-    overrides = _budget_overrides(args) + _thread_overrides(args) + _device_overrides(args)
+    overrides = budget_overrides(args) + thread_overrides(args) + device_overrides(args)
     config = load_config(run_dir / CONFIG_FILE, overrides) if overrides else saved
     if _launch_requested(args):
         with RunLock(run_dir):  # in use: one line before any rank starts
@@ -334,24 +339,6 @@ def _prepare_resume(run_dir: Path, args: argparse.Namespace, saved: RunConfig) -
         remove_stale_temporaries(directory)
     point.apply(run_dir / "checkpoints")
     return point
-
-
-def _budget_overrides(args: argparse.Namespace) -> list[str]:
-    if args.total_updates is not None:
-        return [f"trainer.total_updates={args.total_updates}", "trainer.total_timesteps=null"]
-    if args.total_timesteps is not None:
-        return [f"trainer.total_timesteps={args.total_timesteps}", "trainer.total_updates=null"]
-    return []
-
-
-def _thread_overrides(args: argparse.Namespace) -> list[str]:
-    return [] if args.num_threads is None else [f"trainer.num_threads={args.num_threads}"]
-
-
-def _device_overrides(args: argparse.Namespace) -> list[str]:
-    """``resume --device X``: continue on another torch device than the run's."""
-    device = getattr(args, "device", None)
-    return [] if device is None else [f"env.device={device}"]
 
 
 def _check_new_budget(args: argparse.Namespace, saved: RunConfig, trainer: Any) -> None:

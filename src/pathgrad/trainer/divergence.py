@@ -51,6 +51,29 @@ class SkipWatch:
         """Whether the updates skipped in a row reached the limit."""
         return self.limit > 0 and self.consecutive >= self.limit
 
+    def divergence(self, num_updates: int) -> str:
+        """Why a run that :attr:`diverged` after ``num_updates`` stopped."""
+        return (
+            f"{self.consecutive} updates in a row were skipped (non-finite or excessive "
+            f"gradients; {self.total} of {num_updates} in all); the parameters are those of "
+            "the last update that was not skipped (trainer.max_consecutive_skipped_updates "
+            "sets the limit, 0: none)."
+        )
+
+    def all_skipped(self, num_updates: int) -> str | None:
+        """The notice of a run whose ``num_updates`` updates were all skipped, else None."""
+        if not self.consecutive >= num_updates > 0:
+            return None
+        which = (
+            "the run's one update was"
+            if num_updates == 1
+            else f"every one of the run's {num_updates} updates was"
+        )
+        return (
+            f"{which} skipped (non-finite or excessive gradients), so the policy is still the "
+            "initial one; the first skipped update's warning names the cause."
+        )
+
     def state_dict(self) -> dict[str, Any]:
         return {"total": self.total, "consecutive": self.consecutive, "reported": self.reported}
 

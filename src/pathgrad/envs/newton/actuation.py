@@ -11,7 +11,14 @@ import newton
 import numpy as np
 import torch
 
-__all__ = ["action_scales", "actuated_dofs", "control_range", "values_per_dof"]
+__all__ = [
+    "action_scales",
+    "actuated_dofs",
+    "check_positive_integers",
+    "control_range",
+    "per_dof",
+    "values_per_dof",
+]
 
 
 def actuated_dofs(
@@ -119,3 +126,18 @@ def control_range(
     low, high = zip(*bounds, strict=True)
     as_tensor = lambda values: torch.tensor(values, dtype=torch.float32, device=device)  # noqa: E731
     return as_tensor(low), as_tensor(high)
+
+
+def per_dof(name: str, value: float | Sequence[float], dofs: int) -> list[float]:
+    """``value`` as one non-negative float per DOF (a scalar is broadcast)."""
+    values = values_per_dof(name, value, dofs)
+    if not np.all(np.isfinite(values) & (values >= 0.0)):
+        raise ValueError(f"{name} must be finite and non-negative, got {value!r}.")
+    return values.tolist()
+
+
+def check_positive_integers(**values: Any) -> None:
+    """Raise ``ValueError`` naming the first of ``values`` that is not a positive integer."""
+    for name, value in values.items():
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")

@@ -31,8 +31,9 @@ from pathgrad.envs.base import BatchedDifferentiableEnv, State
 from pathgrad.envs.newton.actuation import (
     action_scales,
     actuated_dofs,
+    check_positive_integers,
     control_range,
-    values_per_dof,
+    per_dof,
 )
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
@@ -54,7 +55,7 @@ from pathgrad.envs.newton.scene_checks import (
     ground_penetration,
     has_floor,
 )
-from pathgrad.envs.newton.stability import instability_hint, stable_substeps
+from pathgrad.envs.newton.stability import instability_hint
 from pathgrad.envs.newton.state_names import column_labels, state_column_name
 
 __all__ = ["NewtonEnv"]
@@ -188,7 +189,7 @@ class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
             ("joint_damping", joint_damping, world.joint_damping),
         ):
             if value is not None:
-                values[:] = _per_dof(name, value, world.joint_dof_count)
+                values[:] = per_dof(name, value, world.joint_dof_count)
         check_finite_model(world)
         check_masses(world, world.body_label, world.joint_label)
         for warning in (
@@ -275,21 +276,6 @@ class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
             self.single_action_space = Box(low, high, (self.action_dim,), np.float32)
         if auto:
             self._choose_substeps(solver)
-
-    def _choose_substeps(self, solver: str) -> None:
-        """``substeps="auto"``: rebuild the simulation with the substeps its stiff terms need."""
-        count, why = stable_substeps(self, self.dt)
-        if count > 1:
-            self.simulation_options["substeps"] = count
-            self.simulation = NewtonSimulation(
-                self.simulation.model, solver=solver, **self.simulation_options
-            )
-        warnings.warn(
-            f"{type(self).__name__}: substeps auto: {count} of {self.dt / count:.3g} s per env "
-            f"step of {self.dt:.3g} s, half the stability bound of its stiffest term ({why}).",
-            UserWarning,
-            stacklevel=3,
-        )
 
     # Model ---------------------------------------------------------------------------
 
@@ -511,18 +497,3 @@ class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
     def compile_step(self, **compile_kwargs: Any) -> None:
         """Refused: the step runs in Warp, outside PyTorch (``supports_torch_compile``)."""
         raise ValueError(f"{type(self).__name__} cannot be compiled: its step runs in Warp.")
-
-
-def _per_dof(name: str, value: float | Sequence[float], dofs: int) -> list[float]:
-    """``value`` as one non-negative float per DOF (a scalar is broadcast)."""
-    values = values_per_dof(name, value, dofs)
-    if not np.all(np.isfinite(values) & (values >= 0.0)):
-        raise ValueError(f"{name} must be finite and non-negative, got {value!r}.")
-    return values.tolist()
-
-
-def check_positive_integers(**values: Any) -> None:
-    """Raise ``ValueError`` naming the first of ``values`` that is not a positive integer."""
-    for name, value in values.items():
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}.")

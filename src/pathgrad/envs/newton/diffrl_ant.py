@@ -66,8 +66,8 @@ import torch
 import warp as wp
 
 from pathgrad.envs.base import State, check_constants
+from pathgrad.envs.newton.actuation import check_positive_integers
 from pathgrad.envs.newton.ant import ANT_CONTACT_MODEL, NewtonAnt
-from pathgrad.envs.newton.base import check_positive_integers
 from pathgrad.envs.newton.bridge import NewtonSimulation
 from pathgrad.envs.newton.saved_arrays import SavedArrays
 

@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 
 import torch
 
+from pathgrad.envs.newton.bridge import NewtonSimulation
 from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.mjcf_options import (
     MjcfMotor,
@@ -28,6 +29,7 @@ from pathgrad.envs.newton.mjcf_options import (
 )
 from pathgrad.envs.newton.model_checks import check_model_file
 from pathgrad.envs.newton.mujoco_meaning import MujocoCoordinates, apply_mujoco_meaning
+from pathgrad.envs.newton.stability import stable_substeps
 
 __all__ = ["RobotFileMixin", "load_model_file"]
 
@@ -96,6 +98,9 @@ class RobotFileMixin:
     mujoco_meaning: bool
     mujoco_coordinates: MujocoCoordinates | None
     coordinate_labels: list[str]
+    simulation: Any
+    simulation_options: dict[str, Any]
+    dt: float
 
     @property
     def coordinate_names(self) -> list[str]:
@@ -161,3 +166,18 @@ class RobotFileMixin:
     def _file_options(self) -> MjcfOptions:
         """The MJCF file's options this env applies (none for URDF, Newton's meaning)."""
         return read_mjcf_options(self.model_file) if self._file_options_apply() else MjcfOptions()
+
+    def _choose_substeps(self, solver: str) -> None:
+        """``substeps="auto"``: rebuild the simulation with the substeps its stiff terms need."""
+        count, why = stable_substeps(self, self.dt)
+        if count > 1:
+            self.simulation_options["substeps"] = count
+            self.simulation = NewtonSimulation(
+                self.simulation.model, solver=solver, **self.simulation_options
+            )
+        warnings.warn(
+            f"{type(self).__name__}: substeps auto: {count} of {self.dt / count:.3g} s per env "
+            f"step of {self.dt:.3g} s, half the stability bound of its stiffest term ({why}).",
+            UserWarning,
+            stacklevel=3,
+        )

@@ -47,7 +47,8 @@ from typing import Any
 import torch
 
 from pathgrad.envs.base import State, check_constants
-from pathgrad.envs.newton.base import NewtonEnv, check_positive_integers
+from pathgrad.envs.newton.actuation import check_positive_integers
+from pathgrad.envs.newton.base import NewtonEnv
 from pathgrad.envs.newton.contact_materials import (
     contact_model_with,
     ground_shape_config,
