@@ -74,6 +74,14 @@ class MujocoCoordinates:
                 self.names[j.q + k] = f"{j.name}:{part}" if part else j.name
             for k, rate in enumerate(rates):
                 self.dof_names[j.qd + k] = f"{j.name}:{rate}" if rate else j.name
+        # Hinges and slides map one entry to one: a single gather per direction (the step's
+        # hot path converts every state); free and ball joints are converted one by one.
+        scalar = [j for j in self.joints if j.type not in ("free", "ball")]
+        self._qpos_index = torch.tensor([j.qpos for j in scalar], dtype=torch.long)
+        self._q_index = torch.tensor([j.q for j in scalar], dtype=torch.long)
+        self._qvel_index = torch.tensor([j.qvel for j in scalar], dtype=torch.long)
+        self._qd_index = torch.tensor([j.qd for j in scalar], dtype=torch.long)
+        self._compound = [j for j in self.joints if j.type in ("free", "ball")]
 
     def joint_state_from_mujoco(
         self, qpos: torch.Tensor, qvel: torch.Tensor
@@ -83,7 +91,10 @@ class MujocoCoordinates:
         qpos, qvel = _rows(qpos, self.nq, "qpos"), _rows(qvel, self.nv, "qvel")
         q = qpos.new_zeros(qpos.shape[0], self.coordinates)
         qd = qvel.new_zeros(qvel.shape[0], self.dofs)
-        for j in self.joints:
+        device = qpos.device
+        q[:, self._q_index.to(device)] = qpos[:, self._qpos_index.to(device)]
+        qd[:, self._qd_index.to(device)] = qvel[:, self._qvel_index.to(device)]
+        for j in self._compound:
             a, v = j.qpos, j.qvel
             if j.type == "free":
                 wxyz = qpos[:, a + 3 : a + 7]
@@ -96,9 +107,6 @@ class MujocoCoordinates:
                 wxyz = qpos[:, a : a + 4]
                 q[:, j.q : j.q + 4] = torch.cat([wxyz[:, 1:], wxyz[:, :1]], -1)
                 qd[:, j.qd : j.qd + 3] = _rotate(wxyz, qvel[:, v : v + 3])  # child -> parent
-            else:
-                q[:, j.q] = qpos[:, a]
-                qd[:, j.qd] = qvel[:, v]
         return q, qd
 
     def mujoco_from_joint_state(
@@ -109,7 +117,10 @@ class MujocoCoordinates:
         joint_qd = _rows(joint_qd, self.dofs, "joint_qd")
         qpos = joint_q.new_zeros(joint_q.shape[0], self.nq)
         qvel = joint_qd.new_zeros(joint_qd.shape[0], self.nv)
-        for j in self.joints:
+        device = joint_q.device
+        qpos[:, self._qpos_index.to(device)] = joint_q[:, self._q_index.to(device)]
+        qvel[:, self._qvel_index.to(device)] = joint_qd[:, self._qd_index.to(device)]
+        for j in self._compound:
             a, v = j.qpos, j.qvel
             if j.type == "free":
                 xyzw = joint_q[:, j.q + 3 : j.q + 7]
@@ -126,9 +137,6 @@ class MujocoCoordinates:
                 wxyz = torch.cat([xyzw[:, 3:], xyzw[:, :3]], -1)
                 qpos[:, a : a + 4] = wxyz
                 qvel[:, v : v + 3] = _rotate(wxyz, joint_qd[:, j.qd : j.qd + 3], inverse=True)
-            else:
-                qpos[:, a] = joint_q[:, j.q]
-                qvel[:, v] = joint_qd[:, j.qd]
         return qpos, qvel
 
 
