@@ -40,10 +40,17 @@ register_learning_env(
     "pathgrad.experimental.newton.planar_reach:make_newton_planar_reach_env",
 )
 register_learning_env("NewtonAnt", "pathgrad.envs.newton.ant:NewtonAnt")
-for _task in ("Hopper", "Walker2d", "HalfCheetah"):  # Gymnasium's v5 tasks, on Newton
-    register_learning_env(
-        f"Gymnasium{_task}", f"pathgrad.envs.newton.gymnasium_locomotion:Gymnasium{_task}"
-    )
+_GYMNASIUM_TASKS = {  # Gymnasium's v5 MuJoCo tasks, on Newton: module -> tasks
+    "gymnasium_locomotion": ("Hopper", "Walker2d", "HalfCheetah"),
+    "gymnasium_floating_base": ("Ant", "Humanoid", "HumanoidStandup"),
+    "gymnasium_control": ("InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Swimmer"),
+    "gymnasium_pusher": ("Pusher",),
+}
+for _module, _tasks in _GYMNASIUM_TASKS.items():
+    for _task in _tasks:
+        register_learning_env(
+            f"Gymnasium{_task}", f"pathgrad.envs.newton.{_module}:Gymnasium{_task}"
+        )
 register_learning_env("DiffRLAnt", "pathgrad.envs.newton.diffrl_ant:DiffRLAnt")
 register_learning_env("DiffRLHopper", "pathgrad.envs.newton.diffrl_hopper:DiffRLHopper")
 register_learning_env("DiffRLHalfCheetah", "pathgrad.envs.newton.diffrl_cheetah:DiffRLHalfCheetah")
