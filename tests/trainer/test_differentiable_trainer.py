@@ -172,9 +172,13 @@ def test_variable_horizons_need_an_update_budget_or_an_explicit_lr_horizon():
 class FakeWriter:
     def __init__(self) -> None:
         self.scalars: list[tuple[str, float, int]] = []
+        self.flushed = 0  # how many scalars have reached the file
 
     def add_scalar(self, key, value, step):
         self.scalars.append((key, value, step))
+
+    def flush(self):
+        self.flushed = len(self.scalars)
 
 
 def test_evaluation_best_and_periodic_checkpoints_and_writer(tmp_path):
@@ -195,6 +199,23 @@ def test_evaluation_best_and_periodic_checkpoints_and_writer(tmp_path):
     assert {"train/loss", "train/grad_norm", "charts/SPS", "eval/avg_reward"} <= keys
     assert "train/action_adjoint_preclip_max_norm" in keys
     assert index[-1]["eval"]["global_step"] == 128.0
+
+
+def test_every_scalar_reaches_the_writer_file_before_a_checkpoint(tmp_path, monkeypatch):
+    # a resume keeps the events up to its checkpoint: after a kill -9 they must be on disk
+    import pathgrad.trainer.checkpoints as checkpoints
+
+    trainer = build_point_mass_trainer(tmp_path, save_frequency_updates=1)
+    trainer.writer = FakeWriter()
+    save, unflushed = checkpoints._save, []
+
+    def watched_save(owner, *args, **kwargs):
+        unflushed.append(len(owner.writer.scalars) - owner.writer.flushed)
+        return save(owner, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "_save", watched_save)
+    trainer.train(total_updates=3)
+    assert len(unflushed) >= 3 and set(unflushed) == {0}
 
 
 def test_best_checkpoint_follows_best_eval_mode(tmp_path):

@@ -60,6 +60,8 @@ class CheckpointMixin:
             return str(path)
         if ranks is not None:
             extra["data_parallel"] = ranks
+        # A resume keeps the TensorBoard events up to its checkpoint: they are on disk first.
+        self.sinks.flush()
         written = _save(self, path, extra, kind)
         if self.cfg.keep_last_checkpoints > 0:
             best = self.best_checkpoint_path

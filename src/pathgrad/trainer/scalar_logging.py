@@ -55,6 +55,12 @@ class ScalarSinks:
         if self.wandb is not None:
             self.wandb.log(values, step=step)
 
+    def flush(self) -> None:
+        """Write what TensorBoard's writer holds to its file (wandb syncs on its own)."""
+        flush = getattr(self.writer, "flush", None)  # a writer of the user's may have none
+        if flush is not None:
+            flush()
+
 
 def _import_wandb() -> Any:
     """Import wandb for ``use_wandb=True``, with a clear error when it is missing."""
