@@ -12,6 +12,7 @@ import difflib
 from typing import Any
 
 from pathgrad.commands import UsageError
+from pathgrad.commands.check_env_start import STARTS, gradient_failure_hint, gradient_start
 from pathgrad.core.crash_report import describe
 from pathgrad.env import (
     env_module_hint,
@@ -24,7 +25,10 @@ from pathgrad.runs.config_sources import merge_layers
 
 __all__ = ["add_check_env_parser", "command_check_env"]
 
-USAGE = "pathgrad check-env NAME [--module M] [--num-envs N] [--dtype D] [key=value ...]"
+USAGE = (
+    "pathgrad check-env NAME [--module M] [--num-envs N] [--dtype D] "
+    "[--start reset|settled|smooth] [key=value ...]"
+)
 DESCRIPTION = (
     "Check a registered env: contract, reproducibility, state_dict, detach_state, a finite "
     "random rollout and gradients. Exit status 0 when all pass, 1 otherwise, 2 for a usage error."
@@ -61,6 +65,11 @@ def _add_options(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument(
         "--no-gradients", action="store_true", default=default, help="skip the gradient check"
     )
+    parser.add_argument(
+        "--start", choices=list(STARTS), default=default, metavar="reset|settled|smooth",
+        help="the gradient check's first state: " + "; ".join(f"{k}: {v}" for k, v in
+                                                                STARTS.items()),
+    )  # fmt: skip
 
 
 def _options(args: argparse.Namespace) -> argparse.Namespace:
@@ -73,7 +82,8 @@ def _options(args: argparse.Namespace) -> argparse.Namespace:
     later = parser.parse_intermixed_args(args.overrides)
     given = {**vars(args), **vars(later)}
     given["module"] = [*getattr(args, "module", []), *getattr(later, "module", [])]
-    defaults = {"num_envs": 2, "dtype": None, "device": "cpu", "seed": 0, "no_gradients": False}
+    defaults = {"num_envs": 2, "dtype": None, "device": "cpu", "seed": 0, "no_gradients": False,
+                "start": "reset"}  # fmt: skip
     return argparse.Namespace(**{**defaults, **given})
 
 
@@ -111,8 +121,14 @@ def command_check_env(args: argparse.Namespace) -> int:
         f"check-env {options.name}: {options.num_envs} envs, {config.env.dtype}, "
         f"{config.env.device}, seed {options.seed}"
     )
-    result = check_env(env, seed=options.seed, gradients=not options.no_gradients)
+    gradient_options = gradient_start(env, options.start, options.seed)
+    result = check_env(env, seed=options.seed, gradients=not options.no_gradients,
+                       gradient_options=gradient_options)  # fmt: skip
     print(result)
+    if not result["gradients"].passed:
+        hint = gradient_failure_hint(env, options.start, options.seed)
+        if hint:
+            print(hint)
     if result["gradients"].passed and not result["gradients"].skipped:
         norms = window_gradient_norms(env, seed=options.seed)
         print(describe_gradient_growth(norms))

@@ -38,6 +38,7 @@ from pathgrad.envs.newton.actuation import (
 from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
+from pathgrad.envs.newton.gradient_check_start import GradientCheckStarts
 from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
 from pathgrad.envs.newton.model_checks import (
     check_finite_model,
@@ -61,7 +62,7 @@ from pathgrad.envs.newton.state_names import column_labels, state_column_name
 __all__ = ["NewtonEnv"]
 
 
-class NewtonEnv(RobotFileMixin, BatchedDifferentiableEnv):
+class NewtonEnv(RobotFileMixin, GradientCheckStarts, BatchedDifferentiableEnv):
     """One Newton world per env row, stepped through the autograd bridge (float32).
 
     Args:

@@ -1,0 +1,88 @@
+"""The first state of ``pathgrad check-env``'s gradient check, and what its failure means.
+
+A robot whose dynamics switch (a joint limit's spring at the limit, a contact at touch)
+fails a finite-difference check that starts on a switch, though its gradients are right
+on either side. ``--start`` chooses where the check starts: ``reset`` (the env's own
+reset), ``settled`` (after 100 steps of zero action: resting on its limits and the
+ground, sustained rather than switching), ``smooth`` (the env's ``smooth_start_state``:
+every limit some distance inside, lifted off the ground, no forced reset: the dynamics'
+own gradients). A failed check says which switches are near and what to try.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["SETTLE_STEPS", "STARTS", "gradient_failure_hint", "gradient_start"]
+
+SETTLE_STEPS = 100
+STARTS = {
+    "reset": "the env's reset (default)",
+    "settled": f"after {SETTLE_STEPS} steps of zero action",
+    "smooth": "limits some way inside, off the ground, no forced reset (Newton robots)",
+}
+
+
+def _reset_state(env: Any, seed: int) -> dict[str, torch.Tensor]:
+    env.reset(seed=seed)
+    return {key: value.detach().clone() for key, value in env.state.items()}
+
+
+def gradient_start(env: Any, start: str, seed: int) -> dict[str, Any]:
+    """``check_env``'s ``gradient_options`` for ``start``.
+
+    Raises:
+        UsageError: If the env cannot start there (no state, no ``smooth_start_state``).
+    """
+    from pathgrad.commands import UsageError
+
+    if start == "reset":
+        return {}
+    if not hasattr(env, "state"):
+        raise UsageError(f"--start {start}: the env has no state to start from.")
+    if start == "settled":
+        env.reset(seed=seed)
+        zero = torch.zeros(env.num_envs, env.action_dim, dtype=env.dtype, device=env.device)
+        with torch.no_grad():
+            for _ in range(SETTLE_STEPS):
+                env.step(zero)
+        return {"initial_state": {k: v.detach().clone() for k, v in env.state.items()}}
+    if not hasattr(env, "smooth_start_state"):
+        raise UsageError(
+            f"--start smooth: {type(env).__name__} has no smooth_start_state(state); "
+            "Newton robots have one, other envs can define it."
+        )
+    return {
+        "initial_state": env.smooth_start_state(_reset_state(env, seed)),
+        "reset_at_step": None,
+    }
+
+
+def gradient_failure_hint(env: Any, start: str, seed: int) -> str:
+    """What a failed gradient check of a switching robot means, and what to try."""
+    if not hasattr(env, "switches_near"):
+        return ""
+    if start == "smooth":
+        return (
+            "  why: the check started away from every limit and off the ground, so a switch "
+            "within its steps (bodies colliding, a limit reached) or a gradient error: "
+            "compare with the env's contacts off, and report it if it stays."
+        )
+    state = _reset_state(env, seed) if start == "reset" else gradient_start(env, start, seed)[
+        "initial_state"]  # fmt: skip
+    near = env.switches_near(state)
+    where = (
+        f"the check starts where the dynamics switch: {'; '.join(near)}"
+        if near
+        else "no limit or ground contact is near its start, but one may switch within its steps"
+    )
+    return (
+        f"  why: {where}. A joint limit's spring acts from the limit on and a contact's from "
+        "touch: central differences across such a point disagree with the analytic Jacobian, "
+        "which is right on either side. Try --start smooth (every limit 0.1 inside, off the "
+        "ground: the dynamics' own gradients)"
+        + ("" if start == "settled" else " or --start settled (resting on limits and ground)")
+        + "."
+    )

@@ -1,0 +1,77 @@
+"""A robot that starts on its joint limits and the ground fails a finite-difference check
+for the wrong reason: check-env names the switches and starts away from them on request."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import warm_processes
+
+pytest.importorskip("newton")
+pytest.importorskip("gymnasium")
+
+from pathgrad.envs.newton.gymnasium_locomotion import GymnasiumWalker2d  # noqa: E402
+from pathgrad.testing import check_env_gradients  # noqa: E402
+from pathgrad.testing.gradients import GradcheckError  # noqa: E402
+
+PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
+
+
+def walker() -> GymnasiumWalker2d:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the file's unapplied options, the substeps chosen
+        return GymnasiumWalker2d(2, seed=0)
+
+
+def test_a_start_on_limits_fails_and_the_smooth_start_passes():
+    env = walker()
+    env.reset(seed=0)
+    start = {key: value.clone() for key, value in env.state.items()}
+    near = env.switches_near(start)
+    assert any(phrase.startswith("thigh_joint") and "upper limit 0" in phrase for phrase in near)
+    assert any("of the ground" in phrase for phrase in near)
+    with pytest.raises(GradcheckError, match="disagrees with central finite differences"):
+        check_env_gradients(env, 5, initial_state=start)
+
+    smooth = env.smooth_start_state(start, steps=5)
+    assert env.switches_near(smooth) == []
+    for coordinate, low, high, _ in env._limited_coordinates(smooth["joint_q"].shape[1]):
+        values = smooth["joint_q"][:, coordinate]
+        assert bool(((values >= low + 0.1 - 1e-6) & (values <= high - 0.1 + 1e-6)).all())
+    lifted = smooth["joint_q"][:, 1] - start["joint_q"][:, 1]  # rootz: the robot went up
+    assert bool((lifted > 0).all())
+    assert torch.equal(smooth["joint_qd"], start["joint_qd"])
+    assert check_env_gradients(env, 5, initial_state=smooth, reset_at_step=None)
+
+
+@pytest.mark.slow
+def test_check_env_says_why_a_gradient_check_failed_and_what_to_try(tmp_path):
+    environ = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = warm_processes.run(
+        [PATHGRAD, "check-env", "GymnasiumWalker2d", "max_episode_steps=20"],
+        cwd=tmp_path, env=environ,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    (why,) = [line for line in result.stdout.splitlines() if line.startswith("  why:")]
+    assert "thigh_joint" in why and "Try --start smooth" in why
+    smooth = warm_processes.run(
+        [PATHGRAD, "check-env", "GymnasiumWalker2d", "max_episode_steps=20", "--start", "smooth"],
+        cwd=tmp_path, env=environ,
+    )  # fmt: skip
+    assert smooth.returncode == 0, smooth.stdout + smooth.stderr
+    assert "gradients: ok" in smooth.stdout
+
+
+def test_a_smooth_start_needs_an_env_that_has_one(tmp_path):
+    result = warm_processes.run(
+        [PATHGRAD, "check-env", "Pendulum", "--start", "smooth"],
+        cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--start smooth: Pendulum has no smooth_start_state(state)" in result.stderr
