@@ -196,6 +196,32 @@ class MaskedSqrt(PointMass):
         return bonus + super()._reward(state, action, next_state)
 
 
+class Folding(PointMass):
+    """Finite steps whose gradient grows 1e12-fold per step, as through a stiff spring; it has
+    a Newton env's instability_hint."""
+
+    def _dynamics(self, state, action):
+        following = super()._dynamics(state, action)
+        return {**following, "position": torch.sin(1e12 * following["position"])}
+
+    def instability_hint(self) -> str:
+        return "the stiff terms"
+
+
+def test_a_gradient_that_overflows_through_finite_stiff_steps_says_so(tmp_path):
+    trainer = trainer_on(Folding(4, seed=0), tmp_path, max_consecutive_skipped_updates=0)
+    notices: list[str] = []
+    trainer.notify = notices.append
+    trainer.train(total_updates=1)
+    assert notices[0] == (
+        "update 1 was skipped: its policy gradient is not finite though its rollout was finite; "
+        "the gradient through the window overflowed: it grows through stiff springs (joint "
+        "limits, contacts) step after step even where the steps stay finite (`pathgrad "
+        "check-env` prints the env's window gradient norms); bound it with more substeps "
+        "(twice as many), a shorter trainer.segment_length or trainer.action_adjoint_max_norm."
+    )
+
+
 def test_a_nan_gradient_of_a_finite_rollout_names_the_users_line(tmp_path):
     trainer = trainer_on(MaskedSqrt(4, seed=0), tmp_path, max_consecutive_skipped_updates=0)
     notices: list[str] = []

@@ -118,8 +118,8 @@ def describe_skipped_update(
     growth = _growth_clause(trainer)
     if growth:  # a finite rollout whose gradient had been growing: not a stiff step
         return f"{title}: {cause}{growth}."
-    if stiff:
-        return line(cause)
+    if stiff:  # the steps stayed finite: the gradient grew through the window until it overflowed
+        return f"{title}: {cause} though its rollout was finite; {_WINDOW_OVERFLOW}."
     cause += " though its rollout was finite"
     where = None
     compiled = getattr(trainer, "compiled_update", None) is not None  # would recompile
@@ -129,6 +129,12 @@ def describe_skipped_update(
     return f"{title}: {cause}; {_MASKED_BRANCH}."
 
 
+_WINDOW_OVERFLOW = (
+    "the gradient through the window overflowed: it grows through stiff springs (joint limits, "
+    "contacts) step after step even where the steps stay finite (`pathgrad check-env` prints "
+    "the env's window gradient norms); bound it with more substeps (twice as many), a shorter "
+    "trainer.segment_length or trainer.action_adjoint_max_norm"
+)
 _GROWN_NORM = 1e6  # a norm before clipping this large says the gradient grows with the window
 
 
