@@ -39,7 +39,7 @@ from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, Newton
 from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
 from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.gradient_check_start import GradientCheckStarts
-from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics, rotate
+from pathgrad.envs.newton.kinematics import BodyPoses, NewtonKinematics
 from pathgrad.envs.newton.model_checks import (
     check_finite_model,
     check_masses,
@@ -62,7 +62,7 @@ from pathgrad.envs.newton.state_names import column_labels, state_column_name
 __all__ = ["NewtonEnv"]
 
 
-class NewtonEnv(RobotFileMixin, GradientCheckStarts, BatchedDifferentiableEnv):
+class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferentiableEnv):
     """One Newton world per env row, stepped through the autograd bridge (float32).
 
     Args:
@@ -210,10 +210,14 @@ class NewtonEnv(RobotFileMixin, GradientCheckStarts, BatchedDifferentiableEnv):
         ):
             if warning is not None:
                 warnings.warn(f"{type(self).__name__}: {warning}", UserWarning, stacklevel=2)
+        motors = self._file_motors(actuated_joints, action_scale)
+        # A state-dependent actuator (position, velocity, bias) acts as MuJoCo's: its force is
+        # computed again at every timestep of the file, each an actuator step of the env step.
+        self.actuator_steps = self._actuator_steps(motors, dt, file_options.timestep)
         # What the simulation is built with, but the solver (a subclass replacing it keeps them)
         self.simulation_options: dict[str, Any] = {
             "substeps": substeps,
-            "dt": dt,
+            "dt": dt / self.actuator_steps,
             "contacts": contacts,
             "solver_options": solver_options,
             "capture": capture,
@@ -239,10 +243,9 @@ class NewtonEnv(RobotFileMixin, GradientCheckStarts, BatchedDifferentiableEnv):
         )
         self.dof_labels = column_labels(world.joint_qd_start, self.dofs, self.joint_labels)
         self._kinematics: NewtonKinematics | None = None
-        motors = self._file_motors(actuated_joints, action_scale)
         if motors:
             actuated_joints = [motor.joint for motor in motors]
-            action_scale = [motor.gear for motor in motors]
+            action_scale = [motor.gear * motor.gain for motor in motors]
         self.actuated_dofs = self._file_joint_dofs(actuated_joints) or actuated_dofs(
             world, self.joint_labels, actuated_joints
         )
@@ -254,6 +257,7 @@ class NewtonEnv(RobotFileMixin, GradientCheckStarts, BatchedDifferentiableEnv):
             1.0 if action_scale is None else action_scale, self.action_dim, torch.device(device)
         )
         self.control_range = control_range(motors, torch.device(device))
+        self.file_actuation = self._file_actuation(motors, torch.device(device))
         unread = unread_motors(self.model_file, self.action_scale.tolist())
         if unread is not None:
             warnings.warn(f"{type(self).__name__}: {unread}", UserWarning, stacklevel=2)
@@ -356,9 +360,13 @@ class NewtonEnv(RobotFileMixin, GradientCheckStarts, BatchedDifferentiableEnv):
         (actions clamped to the motors' ``ctrlrange`` first, where the file gives one)."""
         if self.control_range is not None:
             action = torch.clamp(action, *self.control_range)
+        if self.file_actuation is not None:  # MuJoCo's force of each actuator at this state
+            pushes = self.file_actuation.forces(state["joint_q"], state["joint_qd"], action)
+        else:
+            pushes = action * self.action_scale
         forces = torch.zeros(
             (self.num_envs, self.dofs), dtype=action.dtype, device=action.device
-        ).index_add(1, self._actuated_index, action * self.action_scale)
+        ).index_add(1, self._actuated_index, pushes)
         extra = self.extra_joint_forces(state)
         if extra is None:
             return forces
@@ -368,52 +376,6 @@ class NewtonEnv(RobotFileMixin, GradientCheckStarts, BatchedDifferentiableEnv):
                 f"{tuple(forces.shape)} (num_envs, dofs), got {tuple(extra.shape)}."
             )
         return forces + extra
-
-    # Kinematics ----------------------------------------------------------------------
-
-    def body_poses(self, state: State) -> tuple[torch.Tensor, torch.Tensor]:
-        """World positions ``[n, bodies, 3]`` (m) and quaternions ``[n, bodies, 4]`` (xyzw)
-        of every body's frame, differentiable with respect to ``state["joint_q"]``.
-
-        Computed by ``newton.eval_fk`` (its adjoint by Warp's tape) for ``n`` up
-        to ``num_envs`` rows; with ``solver="semi_implicit"`` the state's own
-        ``body_q`` is returned. Bodies are in ``body_labels`` order.
-        """
-        if "body_q" in state:
-            poses = state["body_q"].view(state["body_q"].shape[0], -1, 7)
-            return poses[..., :3], poses[..., 3:]
-        joint_q = state["joint_q"]
-        num = joint_q.shape[0]
-        if num > self.num_envs:
-            raise ValueError(f"body_poses: at most num_envs={self.num_envs} rows, got {num}.")
-        if self._kinematics is None:
-            self._kinematics = NewtonKinematics(self.simulation.model, self.simulation.capture)
-        pad = self.default_joint_q.to(joint_q.dtype).expand(self.num_envs - num, -1)
-        poses = NewtonBodyPoses.apply(self._kinematics, torch.cat([joint_q, pad]))[:num]
-        return poses[..., :3], poses[..., 3:]
-
-    def body_point(self, state: State, body: str, offset: Sequence[float]) -> torch.Tensor:
-        """World positions ``[n, 3]`` of the point at ``offset`` (m, in ``body``'s frame).
-
-        ``body`` is a body label or its last ``/`` component (``"forearm"``).
-        """
-        index = self.body_index(body)
-        positions, quaternions = self.body_poses(state)
-        local = torch.as_tensor(offset, dtype=positions.dtype, device=positions.device)
-        return positions[:, index] + rotate(quaternions[:, index], local)
-
-    def body_index(self, body: str) -> int:
-        """The index of the body labelled ``body`` (or with that last ``/`` component)."""
-        matches = [
-            i
-            for i, label in enumerate(self.body_labels)
-            if label == body or label.rsplit("/", 1)[-1] == body
-        ]
-        if len(matches) != 1:
-            known = ", ".join(label.rsplit("/", 1)[-1] for label in self.body_labels)
-            problem = "is ambiguous" if matches else "does not exist"
-            raise ValueError(f"body '{body}' {problem}; bodies: {known}.")
-        return matches[0]
 
     def state_entry_name(self, key: str, column: int) -> str | None:
         """The joint or body of column ``column`` of ``state[key]`` (for messages)."""
@@ -461,6 +423,12 @@ class NewtonEnv(RobotFileMixin, GradientCheckStarts, BatchedDifferentiableEnv):
         return {"body_q": body_q, "body_qd": body_qd}
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
+        for _ in range(self.actuator_steps):  # the actuators' forces again at each
+            state = self._simulate(state, action)
+        return state
+
+    def _simulate(self, state: State, action: torch.Tensor) -> State:
+        """One simulation step (its substeps) under the actuators' forces at ``state``."""
         if self.simulation.maximal:
             body_q, body_qd, joint_q, joint_qd = NewtonBodyStep.apply(
                 self.simulation, state["body_q"], state["body_qd"], self.joint_forces(state, action)

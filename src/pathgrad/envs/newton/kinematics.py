@@ -12,15 +12,17 @@ angle ``q`` rotates the child about the joint axis by ``q`` (right hand).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import newton
 import torch
 import warp as wp
 
+from pathgrad.envs.base import State
 from pathgrad.envs.newton.bridge import run_captured, torch_ordered_stream
 
-__all__ = ["NewtonBodyPoses", "NewtonKinematics", "rotate"]
+__all__ = ["BodyPoses", "NewtonBodyPoses", "NewtonKinematics", "rotate"]
 
 
 class NewtonKinematics:
@@ -98,3 +100,57 @@ def rotate(quaternion: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
     axis, w = quaternion[..., :3], quaternion[..., 3:]
     twice = 2.0 * torch.linalg.cross(axis, vector.expand_as(axis), dim=-1)
     return vector + w * twice + torch.linalg.cross(axis, twice, dim=-1)
+
+
+class BodyPoses:
+    """A NewtonEnv's body poses and points of its state (differentiable)."""
+
+    num_envs: int
+    body_labels: list[str]
+    default_joint_q: torch.Tensor
+    simulation: Any
+    _kinematics: NewtonKinematics | None
+
+    def body_poses(self, state: State) -> tuple[torch.Tensor, torch.Tensor]:
+        """World positions ``[n, bodies, 3]`` (m) and quaternions ``[n, bodies, 4]`` (xyzw)
+        of every body's frame, differentiable with respect to ``state["joint_q"]``.
+
+        Computed by ``newton.eval_fk`` (its adjoint by Warp's tape) for ``n`` up
+        to ``num_envs`` rows; with ``solver="semi_implicit"`` the state's own
+        ``body_q`` is returned. Bodies are in ``body_labels`` order.
+        """
+        if "body_q" in state:
+            poses = state["body_q"].view(state["body_q"].shape[0], -1, 7)
+            return poses[..., :3], poses[..., 3:]
+        joint_q = state["joint_q"]
+        num = joint_q.shape[0]
+        if num > self.num_envs:
+            raise ValueError(f"body_poses: at most num_envs={self.num_envs} rows, got {num}.")
+        if self._kinematics is None:
+            self._kinematics = NewtonKinematics(self.simulation.model, self.simulation.capture)
+        pad = self.default_joint_q.to(joint_q.dtype).expand(self.num_envs - num, -1)
+        poses = NewtonBodyPoses.apply(self._kinematics, torch.cat([joint_q, pad]))[:num]
+        return poses[..., :3], poses[..., 3:]
+
+    def body_point(self, state: State, body: str, offset: Sequence[float]) -> torch.Tensor:
+        """World positions ``[n, 3]`` of the point at ``offset`` (m, in ``body``'s frame).
+
+        ``body`` is a body label or its last ``/`` component (``"forearm"``).
+        """
+        index = self.body_index(body)
+        positions, quaternions = self.body_poses(state)
+        local = torch.as_tensor(offset, dtype=positions.dtype, device=positions.device)
+        return positions[:, index] + rotate(quaternions[:, index], local)
+
+    def body_index(self, body: str) -> int:
+        """The index of the body labelled ``body`` (or with that last ``/`` component)."""
+        matches = [
+            i
+            for i, label in enumerate(self.body_labels)
+            if label == body or label.rsplit("/", 1)[-1] == body
+        ]
+        if len(matches) != 1:
+            known = ", ".join(label.rsplit("/", 1)[-1] for label in self.body_labels)
+            problem = "is ambiguous" if matches else "does not exist"
+            raise ValueError(f"body '{body}' {problem}; bodies: {known}.")
+        return matches[0]

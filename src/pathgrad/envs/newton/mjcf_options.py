@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from pathgrad.envs.newton.mjcf_joints import default_classes
+from pathgrad.envs.newton.mjcf_actuators import MjcfMotor, read_mjcf_motors
 
 __all__ = ["MjcfMotor", "MjcfOptions", "read_mjcf_motors", "read_mjcf_options", "scale_total_mass"]
 
@@ -106,40 +106,3 @@ def scale_total_mass(builder: Any, first_body: int, total: float) -> None:
             builder.body_inv_inertia[body] = builder.body_inv_inertia[body] * float(
                 np.float32(1.0 / factor)
             )
-
-
-@dataclass(frozen=True)
-class MjcfMotor:
-    """A ``<motor>``: the force on ``joint`` is ``gear x ctrl``, ``ctrl`` clamped to
-    ``ctrlrange`` where the motor is control-limited (else ``ctrlrange`` is None)."""
-
-    joint: str
-    gear: float
-    ctrlrange: tuple[float, float] | None
-
-
-def read_mjcf_motors(path: str | Path) -> tuple[list[MjcfMotor], list[str]]:
-    """The file's joint motors in actuator order, and the actuators pathgrad does not apply
-    (other kinds, or motors on tendons and sites), one line each."""
-    try:
-        root = ElementTree.parse(path).getroot()
-    except ElementTree.ParseError:
-        return [], []
-    classes = default_classes(root, "motor")
-    motors, skipped = [], []
-    for block in root.findall("actuator"):
-        for element in block:
-            if element.tag != "motor" or element.get("joint") is None:
-                skipped.append(f"<{element.tag} name='{element.get('name', '?')}'>")
-                continue
-            values = {**classes.get(element.get("class", "main"), {}), **element.attrib}
-            low_high = _numbers(values.get("ctrlrange"))
-            limited = values.get("ctrllimited", "auto")
-            ranged = len(low_high) == 2 and low_high[0] < low_high[1]
-            bounded = limited == "true" or (limited == "auto" and ranged)
-            motors.append(MjcfMotor(
-                joint=values["joint"],
-                gear=(_numbers(values.get("gear")) or [1.0])[0],
-                ctrlrange=(low_high[0], low_high[1]) if bounded and ranged else None,
-            ))  # fmt: skip
-    return motors, skipped

@@ -19,6 +19,7 @@ from xml.etree import ElementTree
 import torch
 
 from pathgrad.envs.newton.bridge import NewtonSimulation
+from pathgrad.envs.newton.mjcf_actuators import FileActuation
 from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.mjcf_options import (
     MjcfMotor,
@@ -66,6 +67,11 @@ def load_model_file(
         raise ValueError(f"cannot load model_file '{path}': {error}") from error
     if suffix not in _MJCF or not mujoco_meaning:
         return None, []
+    # Newton's importer turns <position kp>/<velocity kv> into PD drives toward a target of
+    # 0 that no action moves; pathgrad applies the file's actuators itself, as MuJoCo does.
+    first_dof = builder.joint_qd_start[first_joint] if first_joint < builder.joint_count else 0
+    for gains in (builder.joint_target_ke, builder.joint_target_kd):
+        gains[first_dof:] = [0.0] * (len(gains) - first_dof)
     file_options = read_mjcf_options(path)
     if file_options.total_mass is not None:
         scale_total_mass(builder, first_body, file_options.total_mass)
@@ -159,6 +165,22 @@ class RobotFileMixin:
             )
         return motors
 
+    def _actuator_steps(self, motors: list[MjcfMotor], dt: float, timestep: float | None) -> int:
+        """Simulation steps per env step: one per file timestep in ``dt`` where an actuator's
+        force depends on the state (MuJoCo computes it every timestep), else 1."""
+        if not timestep or not any(motor.state_dependent for motor in motors):
+            return 1
+        return max(1, round(dt / timestep))
+
+    def _file_actuation(self, motors: list[MjcfMotor], device: Any) -> FileActuation | None:
+        """The file's actuators as MuJoCo computes their force, where any depends on the
+        state (a position or velocity actuator, a bias, a force range); else None."""
+        if not any(motor.state_dependent for motor in motors):
+            return None
+        joints = {joint.name: joint for joint in self._mujoco_map().joints}
+        actuated = [joints[motor.joint] for motor in motors]
+        return FileActuation(motors, [j.q for j in actuated], [j.qd for j in actuated], device)
+
     def _file_options_apply(self) -> bool:
         path = self.model_file
         return path is not None and self.mujoco_meaning and Path(path).suffix.lower() != ".urdf"
@@ -169,15 +191,19 @@ class RobotFileMixin:
 
     def _choose_substeps(self, solver: str) -> None:
         """``substeps="auto"``: rebuild the simulation with the substeps its stiff terms need."""
-        count, why = stable_substeps(self, self.dt)
+        step = float(self.simulation_options["dt"])  # an actuator step's, or the env step's
+        count, why = stable_substeps(self, step)
         if count > 1:
             self.simulation_options["substeps"] = count
             self.simulation = NewtonSimulation(
                 self.simulation.model, solver=solver, **self.simulation_options
             )
+        per = f"env step of {self.dt:.3g} s"
+        if self.actuator_steps > 1:  # type: ignore[attr-defined]
+            per = f"actuator step of {step:.3g} s ({self.actuator_steps} per {per})"  # type: ignore[attr-defined]
         warnings.warn(
-            f"{type(self).__name__}: substeps auto: {count} of {self.dt / count:.3g} s per env "
-            f"step of {self.dt:.3g} s, half the stability bound of its stiffest term ({why}).",
+            f"{type(self).__name__}: substeps auto: {count} of {step / count:.3g} s per {per}, "
+            f"half the stability bound of its stiffest term ({why}).",
             UserWarning,
             stacklevel=3,
         )

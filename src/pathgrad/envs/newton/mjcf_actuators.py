@@ -1,0 +1,155 @@
+"""An MJCF file's joint actuators as MuJoCo computes their force, in torch.
+
+MuJoCo's actuator force is ``gain x ctrl + b0 + b1 x length + b2 x velocity``, with
+``length = gear x qpos`` and ``velocity = gear x qvel`` of the joint, clamped to
+``forcerange`` where force-limited, and it pushes the joint with ``gear x force``;
+``ctrl`` is clamped to ``ctrlrange`` first. The shortcuts set gain and bias:
+``<motor>`` gain 1, no bias; ``<position kp kv>`` gain ``kp``, bias ``(0, -kp, -kv)``;
+``<velocity kv>`` gain ``kv``, bias ``(0, 0, -kv)``; ``<general>`` its ``gainprm[0]``
+(``gaintype="fixed"``) and ``biasprm[:3]`` (``biastype="affine"``). Other kinds
+(activation dynamics, tendon or site transmission, ``dampratio``, muscles) are
+not applied and are named instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree
+
+import torch
+
+from pathgrad.envs.newton.mjcf_joints import default_classes
+
+__all__ = ["FileActuation", "MjcfMotor", "read_mjcf_motors"]
+
+_KINDS = ("motor", "position", "velocity", "general")
+
+
+@dataclass(frozen=True)
+class MjcfMotor:
+    """A joint actuator: the force on ``joint`` is ``gear x clamp(gain x ctrl + bias[0] +
+    bias[1] x gear x qpos + bias[2] x gear x qvel, forcerange)``, ``ctrl`` clamped to
+    ``ctrlrange`` where control-limited (None where not limited)."""
+
+    joint: str
+    gear: float
+    ctrlrange: tuple[float, float] | None
+    kind: str = "motor"
+    gain: float = 1.0
+    bias: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    forcerange: tuple[float, float] | None = None
+
+    @property
+    def state_dependent(self) -> bool:
+        """Whether its force depends on the joint's state or is clamped (not ``gain x ctrl``)."""
+        return any(self.bias[1:]) or self.forcerange is not None
+
+
+def _numbers(text: str | None) -> list[float]:
+    return [float(value) for value in text.split()] if text else []
+
+
+def _limits(values: dict[str, str], name: str) -> tuple[float, float] | None:
+    """``ctrlrange``/``forcerange`` where it applies (``*limited`` true, or auto and a range)."""
+    low_high = _numbers(values.get(f"{name}range"))
+    limited = values.get(f"{name}limited", "auto")
+    ranged = len(low_high) == 2 and low_high[0] < low_high[1]
+    bounded = limited == "true" or (limited == "auto" and ranged)
+    return (low_high[0], low_high[1]) if bounded and ranged else None
+
+
+def _gain_and_bias(tag: str, values: dict[str, str]) -> tuple[float, tuple[float, ...]] | str:
+    """The actuator's gain and bias, or why it is not applied."""
+    if tag == "motor":
+        return 1.0, (0.0, 0.0, 0.0)
+    if tag == "position":
+        if float(values.get("dampratio", 0.0)):
+            return "dampratio (needs MuJoCo's mass matrix at qpos0)"
+        kp, kv = float(values.get("kp", 1.0)), float(values.get("kv", 0.0))
+        return kp, (0.0, -kp, -kv)
+    if tag == "velocity":
+        kv = float(values.get("kv", 1.0))
+        return kv, (0.0, 0.0, -kv)
+    if values.get("dyntype", "none") != "none" or values.get("gaintype", "fixed") != "fixed":
+        return "activation dynamics or a gain that is not fixed"
+    biastype = values.get("biastype", "none")
+    if biastype not in ("none", "affine"):
+        return f"biastype '{biastype}'"
+    gain = (_numbers(values.get("gainprm")) or [1.0])[0]
+    bias = (_numbers(values.get("biasprm")) + [0.0, 0.0, 0.0])[:3]
+    return gain, tuple(bias) if biastype == "affine" else (0.0, 0.0, 0.0)
+
+
+def read_mjcf_motors(path: str | Path) -> tuple[list[MjcfMotor], list[str]]:
+    """The file's joint actuators (motor, position, velocity, general) in actuator order,
+    and those pathgrad does not apply, one phrase each."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except ElementTree.ParseError:
+        return [], []
+    classes = {tag: default_classes(root, tag) for tag in (*_KINDS, "general")}
+    motors, skipped = [], []
+    for block in root.findall("actuator"):
+        for element in block:
+            name = f"<{element.tag} name='{element.get('name', '?')}'>"
+            if element.tag not in _KINDS or element.get("joint") is None:
+                skipped.append(name)
+                continue
+            kind = element.get("class", "main")
+            values = {**classes["general"].get(kind, {}), **classes[element.tag].get(kind, {}),
+                      **element.attrib}  # fmt: skip
+            found = _gain_and_bias(element.tag, values)
+            if isinstance(found, str):
+                skipped.append(f"{name} ({found})")
+                continue
+            gain, bias = found
+            motors.append(MjcfMotor(
+                joint=values["joint"],
+                gear=(_numbers(values.get("gear")) or [1.0])[0],
+                ctrlrange=_limits(values, "ctrl"),
+                kind=element.tag,
+                gain=float(gain),
+                bias=(float(bias[0]), float(bias[1]), float(bias[2])),
+                forcerange=_limits(values, "force"),
+            ))  # fmt: skip
+    return motors, skipped
+
+
+class FileActuation:
+    """The generalized forces of a file's actuators whose force depends on the state.
+
+    Args:
+        motors: The actuators, in action order.
+        coordinates, dofs: ``joint_q`` and ``joint_qd`` columns of each actuator's joint
+            (with MuJoCo's meaning, a hinge's or slide's ``qpos`` and ``qvel`` entries).
+        device: Torch device.
+    """
+
+    def __init__(
+        self,
+        motors: list[MjcfMotor],
+        coordinates: list[int],
+        dofs: list[int],
+        device: torch.device,
+    ) -> None:
+        def tensor(values: list[float]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.float32, device=device)
+
+        self.gear = tensor([m.gear for m in motors])
+        self.gain = tensor([m.gain for m in motors])
+        self.bias = [tensor([m.bias[k] for m in motors]) for k in range(3)]
+        inf = float("inf")
+        self.force_low = tensor([(m.forcerange or (-inf, inf))[0] for m in motors])
+        self.force_high = tensor([(m.forcerange or (-inf, inf))[1] for m in motors])
+        self.coordinates = torch.tensor(coordinates, dtype=torch.long, device=device)
+        self.dofs = torch.tensor(dofs, dtype=torch.long, device=device)
+
+    def forces(
+        self, joint_q: torch.Tensor, joint_qd: torch.Tensor, ctrl: torch.Tensor
+    ) -> torch.Tensor:
+        """Each actuator's push on its joint, ``gear x force`` ``[N, actuators]``."""
+        length = self.gear * joint_q[:, self.coordinates]
+        velocity = self.gear * joint_qd[:, self.dofs]
+        force = self.gain * ctrl + self.bias[0] + self.bias[1] * length + self.bias[2] * velocity
+        return self.gear * torch.clamp(force, self.force_low, self.force_high)
