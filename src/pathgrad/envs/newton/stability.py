@@ -25,7 +25,11 @@ def instability_hint(env: Any) -> str:
     """One clause on the stiff terms of ``env`` (a NewtonEnv) and the settings that tame them."""
     simulation = env.simulation
     substep = float(simulation.substep_dt)
-    parts = [f"substep {substep:.3g} s ({simulation.substeps} per env step of {env.dt:.3g} s)"]
+    step = substep * simulation.substeps
+    per = f"env step of {env.dt:.3g} s"
+    if abs(step - env.dt) > 1e-9 * env.dt:  # actuator or frame steps: several per env step
+        per = f"simulation step of {step:.3g} s, {round(env.dt / step)} per {per}"
+    parts = [f"substep {substep:.3g} s ({simulation.substeps} per {per})"]
     terms = [text for _, text in stiff_terms(env)]
     contact = [text for text in terms if text.startswith("ground contact")]
     parts += [text for text in terms if text not in contact]
