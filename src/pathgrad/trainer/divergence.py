@@ -118,8 +118,11 @@ def describe_skipped_update(
     growth = _growth_clause(trainer)
     if growth:  # a finite rollout whose gradient had been growing: not a stiff step
         return f"{title}: {cause}{growth}."
-    if stiff:  # the steps stayed finite: the gradient grew through the window until it overflowed
-        return f"{title}: {cause} though its rollout was finite; {_WINDOW_OVERFLOW}."
+    if stiff:
+        stable = getattr(trainer.env, "steps_are_stable", None)
+        if callable(stable) and stable():  # finite, stable steps: the window's gradient grew
+            return f"{title}: {cause} though its rollout was finite; {_WINDOW_OVERFLOW}."
+        return line(cause)
     cause += " though its rollout was finite"
     where = None
     compiled = getattr(trainer, "compiled_update", None) is not None  # would recompile

@@ -56,7 +56,7 @@ from pathgrad.envs.newton.scene_checks import (
     ground_penetration,
     has_floor,
 )
-from pathgrad.envs.newton.stability import instability_hint
+from pathgrad.envs.newton.stability import instability_hint, steps_are_stable
 from pathgrad.envs.newton.state_names import column_labels, state_column_name
 
 __all__ = ["NewtonEnv"]
@@ -458,6 +458,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         return self.simulation.contact_info(self.num_envs)
 
     instability_hint = instability_hint  # said with a non-finite step (check-env, a skip)
+    steps_are_stable = steps_are_stable  # every stiff term within its bound
 
     def simulation_problems(self) -> list[str]:
         """What the simulation got wrong so far (``pathgrad check-env`` fails its rollout on it)."""

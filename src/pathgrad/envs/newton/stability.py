@@ -18,7 +18,7 @@ import warp as wp
 
 from pathgrad.envs.newton.scene_checks import ground_penetration
 
-__all__ = ["instability_hint", "stable_substeps", "stiff_terms"]
+__all__ = ["instability_hint", "stable_substeps", "steps_are_stable", "stiff_terms"]
 
 
 def instability_hint(env: Any) -> str:
@@ -42,6 +42,12 @@ def instability_hint(env: Any) -> str:
         + ". Raise armature or substeps, or lower the damping, limit or contact stiffness "
         "(docs/simulators.md, 'Stable steps')"
     )
+
+
+def steps_are_stable(env: Any) -> bool:
+    """Whether every stiff term of ``env`` (a NewtonEnv) allows its substep."""
+    substep = float(env.simulation.substep_dt)
+    return all(bound > substep for bound, _ in stiff_terms(env))
 
 
 def stiff_terms(env: Any) -> list[tuple[float, str]]:
