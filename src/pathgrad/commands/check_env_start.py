@@ -20,7 +20,7 @@ __all__ = ["SETTLE_STEPS", "STARTS", "gradient_failure_hint", "gradient_start"]
 SETTLE_STEPS = 100
 STARTS = {
     "reset": "the env's reset (default)",
-    "settled": f"after {SETTLE_STEPS} steps of zero action",
+    "settled": f"after {SETTLE_STEPS} steps of zero action (fewer in shorter episodes)",
     "smooth": "limits some way inside, off the ground, no forced reset (Newton robots)",
 }
 
@@ -45,8 +45,11 @@ def gradient_start(env: Any, start: str, seed: int) -> dict[str, Any]:
     if start == "settled":
         env.reset(seed=seed)
         zero = torch.zeros(env.num_envs, env.action_dim, dtype=env.dtype, device=env.device)
+        steps = SETTLE_STEPS
+        if isinstance(getattr(env, "max_episode_steps", None), int):  # not into a fresh reset
+            steps = max(1, min(steps, env.max_episode_steps - 1))
         with torch.no_grad():
-            for _ in range(SETTLE_STEPS):
+            for _ in range(steps):
                 env.step(zero)
         return {"initial_state": {k: v.detach().clone() for k, v in env.state.items()}}
     if not hasattr(env, "smooth_start_state"):
