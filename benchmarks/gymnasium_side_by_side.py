@@ -5,8 +5,9 @@ MuJoCo's meaning; what differs is the physics: Newton's Featherstone with penalt
 contacts and spring limits, stepped semi-implicitly at the task's substeps, against
 MuJoCo's soft-constraint solver. Both start from the same ``qpos``/``qvel`` (the Newton
 env's seeded reset) and take the same actions (smooth sinusoids over the action range,
-one phase per actuator), with terminations off where v5 has them, for ``--steps`` env
-steps. Reported per task: the largest difference of ``qpos`` (root and joints, in the
+one phase per actuator), with terminations off where v5 has the option, for ``--steps``
+env steps or until either ends the episode (v5's termination of a task without the
+option). Reported per task: the largest difference of ``qpos`` (root and joints, in the
 file's units) at a few steps, the first step at which it passes 0.1, and both sums of
 reward. With contacts off and no limit active, one step's accelerations agree within 1%
 (``tests/envs/newton/test_mujoco_meaning.py``); this measures how far contact and limits
@@ -78,24 +79,32 @@ def side_by_side(task: str, steps: int) -> dict:
     qpos, qvel = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
     reference.set_state(qpos[0].double().numpy(), qvel[0].double().numpy())
     sequence = actions(env.single_action_space.low, env.single_action_space.high, steps)
-    differences, rewards = [], [0.0, 0.0]
-    for action in sequence:
+    differences, rewards, ended = [], [0.0, 0.0], None
+    for step, action in enumerate(sequence):
         with torch.no_grad():
-            _, reward, *_ = env.step(torch.as_tensor(action)[None])
-        _, reference_reward, *_ = reference.step(action.astype(np.float64))
+            _, reward, terminated, *_ = env.step(torch.as_tensor(action)[None])
+        _, reference_reward, reference_terminated, *_ = reference.step(action.astype(np.float64))
+        if bool(terminated[0]) or reference_terminated:  # v5's end (a task without the option)
+            ended = step + 1
+            break
         rewards[0] += float(reward[0])
         rewards[1] += float(reference_reward)
         qpos, _ = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
         gap = np.abs(qpos[0].double().numpy() - reference.data.qpos)
         differences.append(float(gap.max()) if np.all(np.isfinite(gap)) else float("inf"))
     apart = next((i + 1 for i, gap in enumerate(differences) if gap > 0.1), None)
+    substep = float(env.simulation.substep_dt)
     return {
         "task": task,
         "reference": TASKS[task],
-        "substeps": int(env.simulation.substeps),
-        "dt": float(env.dt),
-        "max_qpos_difference": {str(m): differences[m - 1] for m in MARKS if m <= steps},
+        "substep": substep,
+        "substeps": round(float(env.dt) / substep),  # per env step
+        "ended": ended,
+        "max_qpos_difference": {
+            str(m): differences[m - 1] for m in MARKS if m <= len(differences)
+        },  # fmt: skip
         "first_step_apart": apart,
+        "largest_qpos_difference": max(differences, default=0.0),
         "return_newton": rewards[0],
         "return_mujoco": rewards[1],
     }
@@ -105,15 +114,21 @@ def table(results: list[dict], steps: int) -> str:
     marks = [m for m in MARKS if m <= steps]
     head = " | ".join(f"max abs qpos diff, step {m}" for m in marks)
     lines = [
-        f"| task | substeps x dt | {head} | first step over 0.1 | return Newton | return MuJoCo |",
-        "|---" * (5 + len(marks)) + "|",
+        f"| task | substeps x substep | {head} | largest | first step over 0.1 | steps compared "
+        "| return Newton | return MuJoCo |",
+        "|---" * (7 + len(marks)) + "|",
     ]
     for r in results:
-        gaps = " | ".join(f"{r['max_qpos_difference'][str(m)]:.3g}" for m in marks)
-        apart = r["first_step_apart"] or f"> {steps}"
+        gaps = " | ".join(
+            f"{r['max_qpos_difference'][str(m)]:.3g}" if str(m) in r["max_qpos_difference"]
+            else "" for m in marks
+        )  # fmt: skip
+        apart = r["first_step_apart"] or "never"
+        compared = f"{r['ended'] - 1} (then v5 ends it)" if r["ended"] else str(steps)
         lines.append(
-            f"| {r['task']} | {r['substeps']} x {r['dt'] / r['substeps']:.3g} s | {gaps} "
-            f"| {apart} | {r['return_newton']:.1f} | {r['return_mujoco']:.1f} |"
+            f"| {r['task']} | {r['substeps']} x {r['substep']:.3g} s | {gaps} "
+            f"| {r['largest_qpos_difference']:.3g} | {apart} "
+            f"| {compared} | {r['return_newton']:.1f} | {r['return_mujoco']:.1f} |"
         )
     return "\n".join(lines)
 
