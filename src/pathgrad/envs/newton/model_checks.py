@@ -230,7 +230,9 @@ def fixed_urdf_root(
 
 
 def flat_inertias(world: Any, body_labels: Sequence[str]) -> str | None:
-    """A warning naming the first body with mass whose inertia has a principal moment <= 0.
+    """A warning naming the first body with mass whose inertia has a principal moment of
+    about 0 for its mass (a radius of gyration under 10 um: a light marker's tiny moments,
+    Gymnasium's pusher goal's 1e-12 on 4e-10 kg, are in proportion).
 
     Newton's importers turn a negative moment (``diaginertia="-0.01 ..."``) into 0
     and its model into 1e-6 with a warning that names no body; a real body's
@@ -240,7 +242,7 @@ def flat_inertias(world: Any, body_labels: Sequence[str]) -> str | None:
         if float(mass) <= 0.0:
             continue
         moments = np.linalg.eigvalsh(np.asarray(inertia, dtype=np.float64).reshape(3, 3))
-        if moments.min() <= 1e-12:
+        if moments.min() <= 1e-10 * float(mass):  # a radius of gyration under 10 um
             shown = ", ".join(f"{moment:.3g}" for moment in moments)
             return (
                 f"body '{_short(body_labels[body])}' has mass {float(mass):g} but principal "
