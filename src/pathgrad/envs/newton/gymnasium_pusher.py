@@ -45,10 +45,10 @@ FALLBACK_OBJECT = (-0.25, 0.0)
 
 # Substeps per env step of 0.05 s: 130 (0.385 ms) is half the stability bound (0.77 ms) of
 # the stiffest explicit term, the wrist-object contact (ke 2500, kd 100 on their reduced
-# mass 0.039 kg, the object's slide armature); the elbow and wrist-flex limits, which the
-# arm starts on, allow 3.1 ms. substeps="auto" picks 1 here: its bound skips worlds of
-# several articulations (arm, object, goal). Pushing the object with the wrist, 20 substeps
-# throw it off at 90 m/s and 64 hold, but 32-step window gradients reach 4e4 (under 5 at 128).
+# mass 0.039 kg, the object's slide armature), what substeps="auto" picks too; the elbow and
+# wrist-flex limits, which the arm starts on, allow 3.1 ms. Pushing the object with the
+# wrist, 20 substeps throw it off at 90 m/s and 64 hold, but 32-step window gradients reach
+# 4e4 (under 5 at 128). Fixed here so that the env says nothing at construction.
 SUBSTEPS = 130
 
 

@@ -31,7 +31,7 @@ def instability_hint(env: Any) -> str:
         per = f"simulation step of {step:.3g} s, {round(env.dt / step)} per {per}"
     parts = [f"substep {substep:.3g} s ({simulation.substeps} per {per})"]
     terms = [text for _, text in stiff_terms(env)]
-    contact = [text for text in terms if text.startswith("ground contact")]
+    contact = [text for text in terms if "contact stiffness" in text]
     parts += [text for text in terms if text not in contact]
     if simulation.uses_contacts:  # a body that starts inside the ground says more
         start = ground_penetration(simulation.model)
@@ -125,24 +125,36 @@ def _bound_text(substep: float, bound: float) -> str:
 def _stiffest_contact(
     env: Any, mass_matrix: np.ndarray, substep: float
 ) -> tuple[float, str] | None:
-    """The ground contact (stiffness ``ke``, damping ``kd``) with the shortest stable substep.
+    """The contact (stiffness ``ke``, damping ``kd``) with the shortest stable substep.
 
-    Over world 0's colliding bodies: each one's effective mass along the up
-    axis at its centre of mass, from the joint-space mass matrix and the
-    Jacobian of its centre's velocity (Newton's forward kinematics of unit
-    joint velocities) at the model's pose. A contact point away from the
-    centre meets less mass, so the bound is an upper one. (Friction, a slope
-    ``kf`` capped at ``mu`` times the normal force, is left out.)
+    Over world 0's pairs of shapes that can collide (``model.shape_contact_pairs``;
+    every colliding shape against the ground where Newton lists none): against a
+    static shape (the ground), the body's effective mass along the up axis (the
+    plane's normal) at its centre of mass; against another body, the smallest
+    effective mass of their relative motion over directions (the inverse of the
+    largest eigenvalue of ``(J_a - J_b) M^-1 (J_a - J_b)^T``, their reduced mass: a
+    light object pushed sideways). ``J`` is the Jacobian of a body's centre's velocity
+    (Newton's forward kinematics of unit joint velocities) and ``M`` the joint-space
+    mass matrix, at the model's pose. A contact point away from the centre meets less
+    mass, so the bound is an upper one. (Friction, a slope ``kf`` capped at ``mu``
+    times the normal force, is left out.)
     """
     model, dofs, worlds = env.simulation.model, int(env.dofs), env.num_envs
     bodies = int(model.body_count) // worlds
     shape_body = model.shape_body.numpy()
-    colliding = sorted({int(b) for b in shape_body if 0 <= b < bodies})
-    if not colliding or dofs == 0:
+    world = model.shape_world.numpy()
+    collides = (model.shape_flags.numpy() & int(newton.ShapeFlags.COLLIDE_SHAPES)) != 0
+    mine = set(np.flatnonzero(collides & (world <= 0)).tolist())  # world 0's, shared
+    pairs = getattr(model, "shape_contact_pairs", None)
+    if pairs is not None and int(model.shape_contact_pair_count):
+        pairs = [(int(a), int(b)) for a, b in pairs.numpy()[: int(model.shape_contact_pair_count)]
+                 if a in mine and b in mine]  # fmt: skip
+    else:
+        pairs = [(int(a), -1) for a in mine if 0 <= shape_body[a] < bodies]
+    if not pairs or dofs == 0:
         return None
-    up = int(np.argmax(np.abs(np.asarray(env.gravity, dtype=np.float64))))
-    jacobian = np.zeros((bodies, dofs))  # world 0's COM velocity along up per joint velocity
-    state = model.state()
+    jacobian = np.zeros((bodies + 1, 3, dofs))  # world 0's COM velocity per joint velocity
+    state = model.state()  # (the last row, for body -1, stays 0: static)
     joint_q = wp.array(env.default_joint_q.expand(worlds, -1).reshape(-1).cpu().numpy(),
                        dtype=wp.float32, device=model.device)  # fmt: skip
     for dof in range(dofs):
@@ -150,23 +162,38 @@ def _stiffest_contact(
         velocity[:, dof] = 1.0
         joint_qd = wp.array(velocity.reshape(-1), dtype=wp.float32, device=model.device)
         newton.eval_fk(model, joint_q, joint_qd, state)
-        jacobian[:, dof] = state.body_qd.numpy()[:bodies, up]  # linear (COM) part first
+        jacobian[:bodies, :, dof] = state.body_qd.numpy()[:bodies, :3]  # linear (COM) part
     inverse = np.linalg.inv(mass_matrix)
+    up = int(model.up_axis)
     stiffness, damping = model.shape_material_ke.numpy(), model.shape_material_kd.numpy()
     worst: tuple[float, str] | None = None
-    for body in colliding:
-        reach = float(jacobian[body] @ inverse @ jacobian[body])
+    for a, b in pairs:
+        body_a = int(shape_body[a]) if a >= 0 else -1
+        body_b = int(shape_body[b]) if b >= 0 else -1
+        if body_a < 0 and body_b < 0:
+            continue
+        relative = jacobian[body_a] - jacobian[body_b]
+        if body_a < 0 or body_b < 0:
+            reach, along = float(relative[up] @ inverse @ relative[up]), "along the normal"
+        else:
+            mobility = relative @ inverse @ relative.T
+            reach = float(np.linalg.eigvalsh(0.5 * (mobility + mobility.T)).max())
+            along = "relative, in the direction of least mass"
         if reach <= 1e-12:
             continue
-        shapes = np.flatnonzero(shape_body == body)
-        mass, ke, kd = 1.0 / reach, float(stiffness[shapes].max()), float(damping[shapes].max())
+        shapes = [shape for shape in (a, b) if shape >= 0]  # Newton averages the two shapes'
+        ke = float(np.mean(stiffness[shapes])) if b >= 0 else float(stiffness[a])
+        kd = float(np.mean(damping[shapes])) if b >= 0 else float(damping[a])
+        mass = 1.0 / reach
         bound = _stable_substep(ke, kd, mass)
         if worst is None or bound < worst[0]:
-            name = str(model.body_label[body]).rsplit("/", 1)[-1]
+            names = "' and '".join(str(model.body_label[k]).rsplit("/", 1)[-1]
+                                   for k in (body_a, body_b) if k >= 0)  # fmt: skip
+            what = "ground contact" if min(body_a, body_b) < 0 else "contact"
             worst = (float(bound), (
-                f"ground contact stiffness {ke:g} and damping {kd:g} (ke, kd of the shapes "
-                f"of body '{name}'; effective mass {mass:.3g} kg along the normal at its "
-                f"centre at the model's pose) are {_bound_text(substep, bound)}"
+                f"{what} stiffness {ke:g} and damping {kd:g} (ke, kd of the shapes "
+                f"of body '{names}'; effective mass {mass:.3g} kg {along} "
+                f"at its centre at the model's pose) are {_bound_text(substep, bound)}"
             ))  # fmt: skip
     return worst
 
@@ -208,23 +235,31 @@ def _mass_matrix_at_rest(env: Any) -> np.ndarray | None:
     """World 0's joint-space mass matrix at the model's pose, with the armature the solver adds.
 
     One forward step from the default coordinates (velocities and forces 0)
-    makes Featherstone evaluate it; the env's own state is not touched.
-    ``None`` for another solver or a world of several articulations.
+    makes Featherstone evaluate it; the env's own state is not touched. A world
+    of several articulations (an arm and the objects it pushes) gets its
+    articulations' blocks on the diagonal. ``None`` for another solver.
     """
     simulation, dofs = env.simulation, int(env.dofs)
     solver = simulation.solver
     if simulation.maximal or getattr(solver, "H", None) is None:
         return None
     try:
-        starts = solver.articulation_H_start.numpy()
-        if int(simulation.model.articulation_count) != env.num_envs:  # one per world
+        model = simulation.model
+        count = int(model.articulation_count)
+        if count % env.num_envs:  # not the same articulations in every world
             return None
         rows = env.num_envs
         zeros = torch.zeros(rows, dofs, device=env.device)
         simulation.forward(env.default_joint_q.expand(rows, -1), zeros, zeros, keep_inputs=False)
-        block = solver.H.numpy()[int(starts[0]) : int(starts[0]) + dofs * dofs]
-        matrix = block.reshape(dofs, dofs).astype(np.float64)
-        armature = getattr(solver, "joint_armature_effective", simulation.model.joint_armature)
+        blocks = solver.H.numpy()
+        starts, sizes = solver.articulation_H_start.numpy(), solver.articulation_H_rows.numpy()
+        firsts = solver.articulation_dof_start.numpy()
+        matrix = np.zeros((dofs, dofs))
+        for article in range(count // rows):  # world 0's articulations come first
+            size, first, start = int(sizes[article]), int(firsts[article]), int(starts[article])
+            block = blocks[start : start + size * size].reshape(size, size)
+            matrix[first : first + size, first : first + size] = block
+        armature = getattr(solver, "joint_armature_effective", model.joint_armature)
         matrix += np.diag(armature.numpy()[:dofs].astype(np.float64))  # added at the factoring
     except Exception:  # noqa: BLE001 - a hint is best effort: fall back to the bare bound
         return None
