@@ -341,8 +341,9 @@ def command_configs(args: argparse.Namespace) -> int:
     from pathgrad.runs.builtin_configs import CONFIG_FOLDER, describe_builtin_configs
 
     table = Table(title="built-in configs: pathgrad train NAME", caption=str(CONFIG_FOLDER))
-    for column in ("name", "env", "algorithm"):
-        table.add_column(column)
+    table.add_column("name", no_wrap=True)  # whole, to copy into a command
+    for column in ("env", "algorithm"):
+        table.add_column(column, overflow="fold")
     for row in describe_builtin_configs():
         table.add_row(*row)
     Console().print(table)
