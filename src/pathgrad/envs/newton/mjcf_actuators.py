@@ -42,8 +42,13 @@ class MjcfMotor:
 
     @property
     def state_dependent(self) -> bool:
-        """Whether its force depends on the joint's state or is clamped (not ``gain x ctrl``)."""
+        """Whether its force depends on the joint's state or is clamped."""
         return any(self.bias[1:]) or self.forcerange is not None
+
+    @property
+    def affine(self) -> bool:
+        """Whether its force is more than ``gain x ctrl`` (a bias or a force range)."""
+        return self.state_dependent or self.bias[0] != 0.0
 
 
 def _numbers(text: str | None) -> list[float]:

@@ -174,8 +174,9 @@ class RobotFileMixin:
 
     def _file_actuation(self, motors: list[MjcfMotor], device: Any) -> FileActuation | None:
         """The file's actuators as MuJoCo computes their force, where any depends on the
-        state (a position or velocity actuator, a bias, a force range); else None."""
-        if not any(motor.state_dependent for motor in motors):
+        state or is more than gain x ctrl (a position or velocity actuator, a bias, a force
+        range); else None (the actions are scaled by gear x gain)."""
+        if not any(motor.affine for motor in motors):
             return None
         joints = {joint.name: joint for joint in self._mujoco_map().joints}
         actuated = [joints[motor.joint] for motor in motors]
