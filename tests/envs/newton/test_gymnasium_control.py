@@ -166,7 +166,7 @@ def test_swimmer_accelerates_as_mujoco_does():
     # One short step with the fluid and a control: MuJoCo's qacc (mj_forward) within 1%.
     env = build(GymnasiumSwimmer, 1)
     env.simulation = NewtonSimulation(env.simulation.model, dt=1e-4, capture=False)
-    env.frame_skip = 1
+    env.actuator_steps = 1  # one simulation step of 1e-4 s
     model = mujoco.MjModel.from_xml_path(env.model_file)
     data = mujoco.MjData(model)
     rng = np.random.default_rng(1)
@@ -189,6 +189,7 @@ def test_swimmer_swims_as_mujocos_does():
     # A travelling wave for 2 s that keeps the hinges inside their ranges (where no limit
     # acts): the course of MuJoCo's (RK4, its fluid) within 3 cm over some 70 cm.
     env = build(GymnasiumSwimmer, 1)
+    assert env.actuator_steps == 4 and env.dt == pytest.approx(0.04)  # the fluid each frame
     reference = gymnasium.make("Swimmer-v5").unwrapped
     env.reset(seed=0)
     qpos, qvel = env.qpos_qvel(env.state)

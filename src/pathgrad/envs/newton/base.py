@@ -130,6 +130,10 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
     keep_contacts = True
     # Keep each forward substep's intermediates for its adjoint (no recompute; more memory).
     keep_intermediates = True
+    # True where extra_joint_forces depends on the state as MuJoCo computes it at every
+    # timestep of the file (a fluid): the env step is then simulated one file timestep at a
+    # time, the forces evaluated again at each (as a state-dependent actuator's are).
+    extra_forces_each_file_timestep = False
 
     def __init__(
         self,
@@ -348,9 +352,10 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
     def extra_joint_forces(self, state: State) -> torch.Tensor | None:
         """Generalized forces ``[N, dofs]`` computed in torch (differentiable), or ``None``.
 
-        Evaluated once per env step, at the step's start state, and held over
-        all its substeps: a damping or stiffness term here is explicit at the
-        env step, less stable than the model's own (``joint_damping``), which
+        Evaluated once per simulation step (the env step, or each file timestep of it
+        with ``extra_forces_each_file_timestep`` or a state-dependent actuator), at its
+        start state, and held over its substeps: a damping or stiffness term here is
+        explicit at that step, less stable than the model's own (``joint_damping``), which
         the solver evaluates every substep.
         """
         return None

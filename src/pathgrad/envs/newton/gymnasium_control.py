@@ -70,8 +70,9 @@ class GymnasiumControl(NewtonEnv):
     def _choose_substeps(self, solver: str) -> None:
         """``substeps="auto"``: half the stiffest term's stability bound, and no substep
         longer than the file's timestep (MuJoCo's step)."""
-        count, why = stable_substeps(self, self.dt)
-        frames = max(1, round(self.dt / self.file_timestep))
+        step = float(self.simulation_options["dt"])  # a file timestep's, or the env step's
+        count, why = stable_substeps(self, step)
+        frames = max(1, round(step / self.file_timestep))
         if count < frames:
             count, why = frames, f"the file's timestep; its stiffest term allows more: {why}"
         self.simulation_options["substeps"] = count
@@ -79,8 +80,8 @@ class GymnasiumControl(NewtonEnv):
             self.simulation.model, solver=solver, **self.simulation_options
         )
         warnings.warn(
-            f"{type(self).__name__}: substeps auto: {count} of {self.dt / count:.3g} s per "
-            f"simulation step of {self.dt:.3g} s ({why}).",
+            f"{type(self).__name__}: substeps auto: {count} of {step / count:.3g} s per "
+            f"simulation step of {step:.3g} s ({why}).",
             UserWarning,
             stacklevel=3,
         )
@@ -446,10 +447,10 @@ class GymnasiumSwimmer(GymnasiumControl):
     ctrl_cost_weight = 1e-4
     reset_noise_scale = 0.1
 
+    extra_forces_each_file_timestep = True  # the fluid's force, at each frame's start
+
     def __init__(self, num_envs: int, device: torch.device | str = "cpu", **kwargs: Any) -> None:
-        frame = GymnasiumLocomotion._file_timestep(gymnasium_asset(self.asset))
-        super().__init__(num_envs, device, dt=frame, **kwargs)  # the simulation steps one frame
-        self.dt = self.frame_skip * frame  # the env step
+        super().__init__(num_envs, device, **kwargs)
         self.fluid = InertiaBoxFluid(self, *_fluid_options(self.model_file))
 
     def build_world(self, builder: Any) -> None:
@@ -463,11 +464,6 @@ class GymnasiumSwimmer(GymnasiumControl):
 
     def extra_joint_forces(self, state: State) -> torch.Tensor:
         return self.fluid.joint_forces(self, state)
-
-    def _dynamics(self, state: State, action: torch.Tensor) -> State:
-        for _ in range(self.frame_skip):
-            state = super()._dynamics(state, action)
-        return state
 
     def _observe(self, state: State) -> torch.Tensor:
         qpos, qvel = self.qpos_qvel(state)

@@ -167,8 +167,10 @@ class RobotFileMixin:
 
     def _actuator_steps(self, motors: list[MjcfMotor], dt: float, timestep: float | None) -> int:
         """Simulation steps per env step: one per file timestep in ``dt`` where an actuator's
-        force depends on the state (MuJoCo computes it every timestep), else 1."""
-        if not timestep or not any(motor.state_dependent for motor in motors):
+        force or the env's extra force depends on the state (MuJoCo computes it every
+        timestep), else 1."""
+        state_dependent = self.extra_forces_each_file_timestep  # type: ignore[attr-defined]
+        if not timestep or not (state_dependent or any(m.state_dependent for m in motors)):
             return 1
         return max(1, round(dt / timestep))
 
