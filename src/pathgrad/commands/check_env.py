@@ -27,7 +27,7 @@ __all__ = ["add_check_env_parser", "command_check_env"]
 
 USAGE = (
     "pathgrad check-env NAME [--module M] [--num-envs N] [--dtype D] "
-    "[--start reset|settled|smooth] [key=value ...]"
+    "[--start reset|settled|smooth] [--steps K] [--action-scale S] [key=value ...]"
 )
 DESCRIPTION = (
     "Check a registered env: contract, reproducibility, state_dict, detach_state, a finite "
@@ -70,6 +70,13 @@ def _add_options(parser: argparse.ArgumentParser, default: Any) -> None:
         help="the gradient check's first state: " + "; ".join(f"{k}: {v}" for k, v in
                                                                 STARTS.items()),
     )  # fmt: skip
+    parser.add_argument(
+        "--steps", type=int, default=default, help="length of the gradient check's chain (default 5)"
+    )
+    parser.add_argument(
+        "--action-scale", type=float, default=default,
+        help="standard deviation of the gradient check's random actions (default 0.5)",
+    )  # fmt: skip
 
 
 def _options(args: argparse.Namespace) -> argparse.Namespace:
@@ -83,8 +90,13 @@ def _options(args: argparse.Namespace) -> argparse.Namespace:
     given = {**vars(args), **vars(later)}
     given["module"] = [*getattr(args, "module", []), *getattr(later, "module", [])]
     defaults = {"num_envs": 2, "dtype": None, "device": "cpu", "seed": 0, "no_gradients": False,
-                "start": "reset"}  # fmt: skip
-    return argparse.Namespace(**{**defaults, **given})
+                "start": "reset", "steps": 5, "action_scale": 0.5}  # fmt: skip
+    options = argparse.Namespace(**{**defaults, **given})
+    if options.steps < 1:
+        raise UsageError(f"--steps {options.steps}: give a chain of at least 1 step.")
+    if not options.action_scale > 0:
+        raise UsageError(f"--action-scale {options.action_scale}: give a positive number.")
+    return options
 
 
 def command_check_env(args: argparse.Namespace) -> int:
@@ -121,12 +133,18 @@ def command_check_env(args: argparse.Namespace) -> int:
         f"check-env {options.name}: {options.num_envs} envs, {config.env.dtype}, "
         f"{config.env.device}, seed {options.seed}"
     )
-    gradient_options = gradient_start(env, options.start, options.seed)
-    result = check_env(env, seed=options.seed, gradients=not options.no_gradients,
+    gradient_options = {
+        **gradient_start(env, options.start, options.seed),
+        "action_scale": options.action_scale,
+    }
+    result = check_env(env, seed=options.seed, num_steps=options.steps,
+                       gradients=not options.no_gradients,
                        gradient_options=gradient_options)  # fmt: skip
     print(result)
     if not result["gradients"].passed:
-        hint = gradient_failure_hint(env, options.start, options.seed)
+        hint = gradient_failure_hint(
+            env, options.start, options.seed, options.steps, options.action_scale
+        )
         if hint:
             print(hint)
     if result["gradients"].passed and not result["gradients"].skipped:

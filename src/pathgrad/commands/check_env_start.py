@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["SETTLE_STEPS", "STARTS", "gradient_failure_hint", "gradient_start"]
+__all__ = ["SETTLE_STEPS", "STARTS", "first_switch", "gradient_failure_hint", "gradient_start"]
 
 SETTLE_STEPS = 100
 STARTS = {
@@ -63,29 +63,56 @@ def gradient_start(env: Any, start: str, seed: int) -> dict[str, Any]:
     }
 
 
-def gradient_failure_hint(env: Any, start: str, seed: int) -> str:
+def first_switch(
+    env: Any, state: dict[str, torch.Tensor], num_steps: int, seed: int, action_scale: float
+) -> tuple[int, list[str]] | None:
+    """The first step of the gradient check's chain (its seeded actions from ``state``)
+    after which some row is past a limit or touching the ground, and what it reaches."""
+    from pathgrad.testing.gradients import _actions
+
+    actions = _actions(env, num_steps, seed, action_scale).detach()
+    env.state = {key: value.detach().clone() for key, value in state.items()}
+    with torch.no_grad():
+        for step in range(num_steps):
+            env.step(actions[step])
+            reached = env.switches_near(env.state, within=0.0)
+            if reached:
+                return step, reached
+    return None
+
+
+def gradient_failure_hint(
+    env: Any, start: str, seed: int, num_steps: int = 5, action_scale: float = 0.5
+) -> str:
     """What a failed gradient check of a switching robot means, and what to try."""
     if not hasattr(env, "switches_near"):
         return ""
-    if start == "smooth":
-        return (
-            "  why: the check started away from every limit and off the ground, so a switch "
-            "within its steps (bodies colliding, a limit reached) or a gradient error: "
-            "compare with the env's contacts off, and report it if it stays."
-        )
     state = _reset_state(env, seed) if start == "reset" else gradient_start(env, start, seed)[
         "initial_state"]  # fmt: skip
     near = env.switches_near(state)
-    where = (
-        f"the check starts where the dynamics switch: {'; '.join(near)}"
-        if near
-        else "no limit or ground contact is near its start, but one may switch within its steps"
-    )
+    switch = first_switch(env, state, num_steps, seed, action_scale)
+    if near:
+        where = f"the check starts where the dynamics switch: {'; '.join(near)}"
+    elif switch is not None:
+        step, reached = switch
+        where = (f"the check's chain reaches a switch at step {step}: {'; '.join(reached)}; "
+                 f"--steps {step} checks the chain before it, a smaller --action-scale "
+                 "moves less")  # fmt: skip
+    elif start == "smooth":
+        return (
+            "  why: the check started away from every limit and off the ground and its "
+            "chain reaches none (bodies colliding with each other are not watched): a "
+            "self-contact or a gradient error. Compare with the env's contacts off, and "
+            "report it if it stays."
+        )
+    else:
+        where = "no limit or ground contact is near its start or reached by its chain"
     return (
         f"  why: {where}. A joint limit's spring acts from the limit on and a contact's from "
         "touch: central differences across such a point disagree with the analytic Jacobian, "
-        "which is right on either side. Try --start smooth (every limit 0.1 inside, off the "
-        "ground: the dynamics' own gradients)"
-        + ("" if start == "settled" else " or --start settled (resting on limits and ground)")
+        "which is right on either side"
+        + ("" if start == "smooth" else ". Try --start smooth (every limit 0.1 inside, off "
+           "the ground: the dynamics' own gradients)")  # fmt: skip
+        + ("" if start != "reset" else " or --start settled (resting on limits and ground)")
         + "."
     )

@@ -16,6 +16,7 @@ import warm_processes
 pytest.importorskip("newton")
 pytest.importorskip("gymnasium")
 
+from pathgrad.commands.check_env_start import first_switch  # noqa: E402
 from pathgrad.envs.newton.gymnasium_locomotion import GymnasiumWalker2d  # noqa: E402
 from pathgrad.testing import check_env_gradients  # noqa: E402
 from pathgrad.testing.gradients import GradcheckError  # noqa: E402
@@ -50,6 +51,23 @@ def test_a_start_on_limits_fails_and_the_smooth_start_passes():
     assert check_env_gradients(env, 5, initial_state=smooth, reset_at_step=None)
 
 
+def test_a_chain_that_reaches_a_limit_is_named_and_the_chain_before_it_passes():
+    # Large actions swing the smooth-started walker's thighs onto their limits within the
+    # check's chain: check-env names the step and the limits (first_switch); the chain
+    # before that step (--steps) agrees with central differences.
+    env = walker()
+    env.reset(seed=0)
+    smooth = env.smooth_start_state({key: value.clone() for key, value in env.state.items()})
+    step, reached = first_switch(env, smooth, 5, seed=0, action_scale=4.0)
+    assert step == 1 and any("thigh_joint" in phrase and "past its upper limit" in phrase
+                             for phrase in reached)  # fmt: skip
+    with pytest.raises(GradcheckError, match="disagrees with central finite differences"):
+        check_env_gradients(env, 5, action_scale=4.0, initial_state=smooth, reset_at_step=None)
+    assert check_env_gradients(env, step, action_scale=4.0, initial_state=smooth,
+                               reset_at_step=None)  # fmt: skip
+    assert first_switch(env, smooth, 5, seed=0, action_scale=0.01) is None
+
+
 @pytest.mark.slow
 def test_check_env_says_why_a_gradient_check_failed_and_what_to_try(tmp_path):
     environ = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -66,6 +84,14 @@ def test_check_env_says_why_a_gradient_check_failed_and_what_to_try(tmp_path):
     )  # fmt: skip
     assert smooth.returncode == 0, smooth.stdout + smooth.stderr
     assert "gradients: ok" in smooth.stdout
+    swinging = warm_processes.run(
+        [PATHGRAD, "check-env", "GymnasiumWalker2d", "max_episode_steps=20", "--start", "smooth",
+         "--action-scale", "4"],
+        cwd=tmp_path, env=environ,
+    )  # fmt: skip
+    assert swinging.returncode == 1, swinging.stdout + swinging.stderr
+    (why,) = [line for line in swinging.stdout.splitlines() if line.startswith("  why:")]
+    assert "reaches a switch at step 1: thigh_joint" in why and "--steps 1" in why
 
 
 def test_a_smooth_start_needs_an_env_that_has_one(tmp_path):
@@ -75,3 +101,16 @@ def test_a_smooth_start_needs_an_env_that_has_one(tmp_path):
     )  # fmt: skip
     assert result.returncode == 2
     assert "--start smooth: Pendulum has no smooth_start_state(state)" in result.stderr
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    (["--steps", "0"], "--steps 0: give a chain of at least 1 step."),
+    (["--action-scale", "-1"], "--action-scale -1.0: give a positive number."),
+])  # fmt: skip
+def test_a_bad_chain_option_is_a_usage_error(tmp_path, option, message):
+    result = warm_processes.run(
+        [PATHGRAD, "check-env", "Pendulum", *option],
+        cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert message in result.stderr
