@@ -71,7 +71,10 @@ def _add_options(parser: argparse.ArgumentParser, default: Any) -> None:
                                                                 STARTS.items()),
     )  # fmt: skip
     parser.add_argument(
-        "--steps", type=int, default=default, help="length of the gradient check's chain (default 5)"
+        "--steps",
+        type=int,
+        default=default,
+        help="length of the gradient check's chain (default 5)",
     )
     parser.add_argument(
         "--action-scale", type=float, default=default,

@@ -111,8 +111,12 @@ def gradient_failure_hint(
         f"  why: {where}. A joint limit's spring acts from the limit on and a contact's from "
         "touch: central differences across such a point disagree with the analytic Jacobian, "
         "which is right on either side"
-        + ("" if start == "smooth" else ". Try --start smooth (every limit 0.1 inside, off "
-           "the ground: the dynamics' own gradients)")  # fmt: skip
+        + (
+            ""
+            if start == "smooth"
+            else ". Try --start smooth (every limit 0.1 inside, off "
+            "the ground: the dynamics' own gradients)"
+        )  # fmt: skip
         + ("" if start != "reset" else " or --start settled (resting on limits and ground)")
         + "."
     )
