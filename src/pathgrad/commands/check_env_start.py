@@ -95,9 +95,9 @@ def gradient_failure_hint(
         where = f"the check starts where the dynamics switch: {'; '.join(near)}"
     elif switch is not None:
         step, reached = switch
+        before = f"--steps {step} checks the chain before it, " if step else ""
         where = (f"the check's chain reaches a switch at step {step}: {'; '.join(reached)}; "
-                 f"--steps {step} checks the chain before it, a smaller --action-scale "
-                 "moves less")  # fmt: skip
+                 f"{before}a smaller --action-scale moves less")  # fmt: skip
     elif start == "smooth":
         return (
             "  why: the check started away from every limit and off the ground and its "
