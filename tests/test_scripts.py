@@ -390,3 +390,35 @@ def test_locomotion_curves_groups_runs_by_label_or_algorithm(tmp_path, capsys):
     assert "shac1: skipped," in capsys.readouterr().err
     with pytest.raises(SystemExit, match="no runs after the label Tuned"):
         locomotion_curves.groups([str(sapo), "Tuned:"])
+
+
+OFFSET_HINGES = """<mujoco>
+  <worldbody>
+    <body name="base" pos="0 0 1">
+      <joint name="tilt" type="hinge" axis="0 1 0"/>
+      <joint name="roll" type="hinge" axis="1 0 0" pos="0 0 -0.2"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="tilt" gear="2"/></actuator>
+</mujoco>"""
+
+
+def test_mjcf_against_mujoco_reports_what_differs_and_what_does_not_load(tmp_path):
+    pytest.importorskip("newton")
+    pytest.importorskip("mujoco")
+    gymnasium_assets = Path(__import__("gymnasium").__file__).parent / "envs/mujoco/assets"
+    (tmp_path / "offset_hinges.xml").write_text(OFFSET_HINGES)
+    (tmp_path / "broken.xml").write_text("<mujoco><worldbody><body>")
+    output = run_script(
+        str(ROOT / "benchmarks" / "mjcf_against_mujoco.py"),
+        *(str(gymnasium_assets / "reacher.xml"), "offset_hinges.xml", "broken.xml", "--notes"),
+        cwd=tmp_path,
+    )
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in output.splitlines()
+            if line.startswith("| ") and not line.startswith("| file")}  # fmt: skip
+    reacher, offset = rows["reacher.xml"], rows["offset_hinges.xml"]
+    assert float(reacher[2]) < 1e-4 and float(reacher[3]) < 0.01 and reacher[4] == "2 / 2 |"
+    assert float(offset[2]) > 1e-2  # the second hinge turns about its own point in MuJoCo
+    assert rows["broken.xml"][1] == "MuJoCo rejects it"
+    assert "offset_hinges.xml: " in output and "turn about different points" in output

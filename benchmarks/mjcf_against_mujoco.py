@@ -1,0 +1,169 @@
+"""Does an MJCF file mean on Newton what it means in MuJoCo? Any files, MuJoCo as the oracle.
+
+For each file: load it as a :class:`~pathgrad.envs.newton.NewtonEnv` would (``model_file=``,
+MuJoCo's meaning) and report
+
+- ``bodies``: the largest distance between a body's position on Newton and MuJoCo's
+  ``xpos`` (``mj_kinematics``) for the same random ``qpos``, over 3 draws (m);
+- ``qacc``: one short step's joint accelerations against MuJoCo's ``qacc``
+  (``mj_forward``, contacts off on both, inside the joint ranges, a random control
+  within each actuator's range): the largest difference relative to the largest
+  ``|qacc|`` (at least 1);
+- the actions against the file's actuators, and each note the env gives at
+  construction (what it does not apply, and what it did instead).
+
+A file Newton cannot load, or that MuJoCo rejects, is one line saying why. Use it on
+your own robot before training it (``pip install 'pathgrad[mujoco]'``):
+
+    python benchmarks/mjcf_against_mujoco.py my_robot.xml other.xml
+
+With no file it surveys Gymnasium's MuJoCo assets (installed with pathgrad). Prints a
+Markdown table; ``--notes`` adds the notes under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+N_DRAWS = 3
+STEP = 1e-4  # s: one explicit step, short enough to read an acceleration off
+
+
+def _probe_class():
+    from pathgrad.envs.newton import NewtonEnv
+
+    class Probe(NewtonEnv):
+        """A NewtonEnv with no task: the file's bodies, joints and actuators only."""
+
+        def _reward(self, state, action, next_state):
+            return torch.zeros(self.num_envs)
+
+    return Probe
+
+
+def _random_qpos(model, rng) -> np.ndarray:
+    qpos = model.qpos0 + 0.5 * rng.standard_normal(model.nq)
+    for joint in range(model.njnt):
+        start = model.jnt_qposadr[joint]
+        quaternion = {0: slice(start + 3, start + 7), 1: slice(start, start + 4)}
+        part = quaternion.get(int(model.jnt_type[joint]))
+        if part is not None:
+            qpos[part] /= np.linalg.norm(qpos[part])
+    return qpos
+
+
+def _inside_the_ranges(model, rng) -> np.ndarray:
+    qpos = model.qpos0.copy()
+    for joint in range(model.njnt):
+        if model.jnt_type[joint] in (2, 3):  # slide, hinge
+            start = model.jnt_qposadr[joint]
+            low, high = model.jnt_range[joint] if model.jnt_limited[joint] else (-1e9, 1e9)
+            margin = 0.05 * min(high - low, 1.0)
+            qpos[start] = np.clip(qpos[start] + 0.1 * rng.standard_normal(), low + margin,
+                                  high - margin)  # fmt: skip
+    return qpos
+
+
+def _body_error(env, model, mujoco) -> float:
+    import newton
+    import warp as wp
+
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(N_DRAWS):
+        qpos = _random_qpos(model, rng)
+        data.qpos[:] = qpos
+        mujoco.mj_kinematics(model, data)
+        joint_q, joint_qd = env.joint_state_from_mujoco(
+            torch.tensor(qpos)[None].float(), torch.zeros(1, model.nv)
+        )
+        state = env.simulation.model.state()
+        newton.eval_fk(env.simulation.model, wp.array(joint_q[0].numpy()),
+                       wp.array(joint_qd[0].numpy()), state)  # fmt: skip
+        positions = state.body_q.numpy()[:, :3]
+        count = min(len(positions), model.nbody - 1)
+        worst = max(worst, float(np.abs(positions[:count] - data.xpos[1 : count + 1]).max()))
+    return worst
+
+
+def _acceleration_error(probe, path: Path, model, mujoco) -> tuple[float, int]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = probe(1, model_file=str(path), dt=STEP, capture=False)
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(2)
+    qpos, qvel = _inside_the_ranges(model, rng), 0.3 * rng.standard_normal(model.nv)
+    low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
+    ctrl = np.where(model.actuator_ctrllimited.astype(bool),
+                    low + (high - low) * rng.uniform(0.2, 0.8, model.nu),
+                    rng.uniform(-1.0, 1.0, model.nu))  # fmt: skip
+    data.qpos[:], data.qvel[:], data.ctrl[:] = qpos, qvel, ctrl
+    mujoco.mj_forward(model, data)
+    env.reset(seed=0)
+    joint_q, joint_qd = env.joint_state_from_mujoco(
+        torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
+    )
+    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+    same = env.action_dim == model.nu
+    action = torch.tensor(ctrl)[None].float() if same else torch.zeros(1, env.action_dim)
+    env.step(action)
+    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
+    qacc = (after[0].double().numpy() - qvel) / STEP
+    scale = max(1.0, float(np.abs(data.qacc).max()))
+    return float(np.abs(qacc - data.qacc).max()) / scale, env.action_dim
+
+
+def survey(path: Path) -> tuple[list[str], list[str]]:
+    """One table row for ``path`` and the env's notes at construction."""
+    import mujoco
+
+    probe = _probe_class()
+    try:
+        model = mujoco.MjModel.from_xml_path(str(path))
+    except Exception as error:  # noqa: BLE001 - a file MuJoCo rejects is reported, not raised
+        return [path.name, "MuJoCo rejects it", str(error).splitlines()[0][:120], "", ""], []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env = probe(1, model_file=str(path), capture=False)
+    except Exception as error:  # noqa: BLE001 - the load error is the result
+        return [path.name, "does not load", str(error).splitlines()[0][:160], "", ""], []
+    notes = [str(w.message).replace("\n", " ") for w in caught]
+    bodies = f"{_body_error(env, model, mujoco):.1e}"
+    try:
+        relative, actions = _acceleration_error(probe, path, model, mujoco)
+        qacc = f"{relative:.1e}"
+    except Exception as error:  # noqa: BLE001
+        qacc, actions = f"failed: {str(error)[:80]}", env.action_dim
+    return [path.name, "loads", bodies, qacc, f"{actions} / {model.nu}"], notes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", type=Path, help="MJCF files (default: Gymnasium's)")
+    parser.add_argument("--notes", action="store_true", help="print each env's notes too")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    files = args.files or sorted(
+        (Path(__import__("gymnasium").__file__).parent / "envs/mujoco/assets").glob("*.xml")
+    )
+    print("| file | Newton | bodies vs xpos (m) | qacc vs MuJoCo (rel.) | actions / actuators |")
+    print("|---|---|---:|---:|---:|")
+    all_notes = []
+    for path in files:
+        row, notes = survey(path)
+        print("| " + " | ".join(row) + " |", flush=True)
+        all_notes += [f"- {path.name}: {note}" for note in notes]
+    if args.notes:
+        print("\n" + "\n".join(all_notes))
+
+
+if __name__ == "__main__":
+    main()
