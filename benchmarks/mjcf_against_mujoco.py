@@ -87,9 +87,20 @@ def _body_error(env, model, mujoco) -> float:
         newton.eval_fk(env.simulation.model, wp.array(joint_q[0].numpy()),
                        wp.array(joint_qd[0].numpy()), state)  # fmt: skip
         positions = state.body_q.numpy()[:, :3]
-        count = min(len(positions), model.nbody - 1)
-        worst = max(worst, float(np.abs(positions[:count] - data.xpos[1 : count + 1]).max()))
+        for body, index in _same_bodies(env, model):
+            worst = max(worst, float(np.abs(positions[index] - data.xpos[body]).max()))
     return worst
+
+
+def _same_bodies(env, model) -> list[tuple[int, int]]:
+    """(MuJoCo body, Newton body) pairs: in order where the counts agree, else by name
+    (a body split into joint frames adds Newton bodies named ``<body>:<joint>``)."""
+    labels = [str(label).rsplit("/", 1)[-1] for label in env.body_labels]
+    if len(labels) == model.nbody - 1:
+        return [(body, body - 1) for body in range(1, model.nbody)]
+    index = {label: k for k, label in enumerate(labels)}
+    names = [(body, model.body(body).name) for body in range(1, model.nbody)]
+    return [(body, index[name]) for body, name in names if name in index]
 
 
 def _acceleration_error(probe, path: Path, model, mujoco) -> tuple[float, int]:

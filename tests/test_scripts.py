@@ -402,6 +402,22 @@ OFFSET_HINGES = """<mujoco>
   </worldbody>
   <actuator><motor joint="tilt" gear="2"/></actuator>
 </mujoco>"""
+# A motor on a fixed tendon: Featherstone has no tendons, so the push is left out (named).
+TENDON_MOTOR = """<mujoco>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>
+      <body name="lower" pos="0.3 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon><fixed name="bend"><joint joint="shoulder" coef="1"/><joint joint="elbow" coef="-1"/>
+  </fixed></tendon>
+  <actuator><motor tendon="bend" gear="20" ctrlrange="-1 1"/></actuator>
+</mujoco>"""
 
 
 def test_mjcf_against_mujoco_reports_what_differs_and_what_does_not_load(tmp_path):
@@ -409,16 +425,21 @@ def test_mjcf_against_mujoco_reports_what_differs_and_what_does_not_load(tmp_pat
     pytest.importorskip("mujoco")
     gymnasium_assets = Path(__import__("gymnasium").__file__).parent / "envs/mujoco/assets"
     (tmp_path / "offset_hinges.xml").write_text(OFFSET_HINGES)
+    (tmp_path / "tendon_motor.xml").write_text(TENDON_MOTOR)
     (tmp_path / "broken.xml").write_text("<mujoco><worldbody><body>")
     output = run_script(
         str(ROOT / "benchmarks" / "mjcf_against_mujoco.py"),
-        *(str(gymnasium_assets / "reacher.xml"), "offset_hinges.xml", "broken.xml", "--notes"),
+        *(str(gymnasium_assets / "reacher.xml"), "offset_hinges.xml", "tendon_motor.xml",
+          "broken.xml", "--notes"),
         cwd=tmp_path,
-    )
+    )  # fmt: skip
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in output.splitlines()
             if line.startswith("| ") and not line.startswith("| file")}  # fmt: skip
     reacher, offset = rows["reacher.xml"], rows["offset_hinges.xml"]
+    tendon = rows["tendon_motor.xml"]
     assert float(reacher[2]) < 1e-4 and float(reacher[3]) < 0.01 and reacher[4] == "2 / 2 |"
-    assert float(offset[2]) > 1e-2  # the second hinge turns about its own point in MuJoCo
+    assert float(offset[2]) < 1e-4 and float(offset[3]) < 0.01  # hinges about their own points
+    assert float(tendon[2]) < 1e-4 and float(tendon[3]) > 0.1 and tendon[4] == "2 / 1 |"
+    assert "tendon_motor.xml: " in output and "tendons: left out" in output
+    assert "no actuator of the file drives a joint, so the actions drive every joint" in output
     assert rows["broken.xml"][1] == "MuJoCo rejects it"
-    assert "offset_hinges.xml: " in output and "turn about different points" in output

@@ -308,3 +308,65 @@ def test_substeps_auto_divides_the_files_timestep_by_its_stiffest_term(tmp_path)
     assert not [w for w in caught if "substeps auto" in str(w.message)]
     with pytest.raises(ValueError, match="substeps must be a positive integer or 'auto', got 'a'"):
         Probe(1, model_file=str(cheetah), substeps="a", capture=False)
+
+
+# Joints one Newton joint cannot hold: two hinges about different anchors (dm_control's
+# humanoid's ankles), and a slide after a hinge, both with refs.
+JOINTS_APART = """<mujoco>
+  <worldbody>
+    <body name="base" pos="0 0 1" euler="0 10 0">
+      <joint name="tilt" type="hinge" axis="0 1 0" ref="0.2"/>
+      <joint name="roll" type="hinge" axis="1 0 0" pos="0 0 -0.2" range="-1 1" limited="true"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>
+      <body name="tip" pos="0.3 0 0">
+        <joint name="bend" type="hinge" axis="0 1 0" pos="0 0 0.05"/>
+        <joint name="reach" type="slide" axis="1 0 0" ref="0.03"/>
+        <geom type="sphere" size="0.05" pos="0.05 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="tilt" gear="2"/><motor joint="reach" gear="5"/></actuator>
+</mujoco>"""
+
+
+def test_a_body_whose_joints_pivot_apart_moves_as_mujocos_does(tmp_path):
+    path = tmp_path / "joints_apart.xml"
+    path.write_text(JOINTS_APART)
+    env, model = load(path)
+    assert env.coordinate_names == ["tilt", "roll", "bend", "reach"]
+    labels = [str(label).rsplit("/", 1)[-1] for label in env.body_labels]
+    assert labels == ["base:tilt", "base", "tip:bend", "tip"]  # a frame body per extra joint
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        qpos, qvel = random_state(model, rng)
+        data.qpos[:], data.qvel[:] = qpos, qvel
+        mujoco.mj_forward(model, data)
+        joint_q, joint_qd = env.joint_state_from_mujoco(
+            torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
+        )
+        positions, twists = newton_bodies(env, joint_q, joint_qd)
+        for name in ("base", "tip"):
+            index, body = labels.index(name), model.body(name).id
+            np.testing.assert_allclose(positions[index], data.xpos[body], atol=1e-4, err_msg=name)
+            velocity = np.zeros(6)
+            mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_BODY, body, velocity, 0)
+            np.testing.assert_allclose(twists[index], np.r_[velocity[3:], velocity[:3]],
+                                       atol=1e-3, err_msg=name)  # fmt: skip
+    # One short step with the motors pushing, contacts off, inside the ranges: MuJoCo's qacc.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stepped = Probe(1, model_file=str(path), dt=1e-4, capture=False)
+    qpos, qvel = inside_the_ranges(model, rng), 0.3 * rng.standard_normal(model.nv)
+    ctrl = [0.7, -0.4]
+    data.qpos[:], data.qvel[:], data.ctrl[:] = qpos, qvel, ctrl
+    mujoco.mj_forward(model, data)
+    stepped.reset(seed=0)
+    joint_q, joint_qd = stepped.joint_state_from_mujoco(
+        torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
+    )
+    stepped.state = {**stepped.state, "joint_q": joint_q, "joint_qd": joint_qd}
+    stepped.step(torch.tensor(ctrl)[None].float())
+    _, after = stepped.mujoco_from_joint_state(stepped.state["joint_q"], stepped.state["joint_qd"])
+    qacc = (after[0].double().numpy() - qvel) / 1e-4
+    assert np.abs(qacc - data.qacc).max() <= 0.01 * np.abs(data.qacc).max(), (qacc, data.qacc)

@@ -76,16 +76,20 @@ def default_classes(root: ElementTree.Element, tag: str = "joint") -> dict[str, 
     return classes
 
 
-def read_mjcf_joints(path: str | Path) -> list[MjcfBody]:
-    """The bodies of ``worldbody`` (depth-first) with their joints as MuJoCo reads them.
+def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
+    """The bodies of ``worldbody`` (depth-first) with their joints as MuJoCo reads them,
+    from a file or its parsed root.
 
     Raises:
         ValueError: For a file that is not XML.
     """
-    try:
-        root = ElementTree.parse(path).getroot()
-    except ElementTree.ParseError as error:
-        raise ValueError(f"model_file '{path}' is not valid XML: {error}") from error
+    if isinstance(path, ElementTree.Element):
+        root = path
+    else:
+        try:
+            root = ElementTree.parse(path).getroot()
+        except ElementTree.ParseError as error:
+            raise ValueError(f"model_file '{path}' is not valid XML: {error}") from error
     classes = default_classes(root)
     compiler = root.find("compiler")
     degrees = compiler is None or compiler.get("angle", "degree") != "radian"

@@ -6,11 +6,13 @@ its joints pivot where MuJoCo pivots them, ``joint_q`` holds MuJoCo's ``qpos``,
 named in one warning (:mod:`pathgrad.envs.newton.mjcf_options`). A file whose
 ``<option>`` Newton's importer rejects (``solver="PGS"``: MuJoCo's solver
 settings, which Featherstone has no use for) loads without Newton reading its
-options.
+options. A body whose joints one Newton joint cannot hold (hinges about different
+anchors) is imported as a chain of joint frames (:mod:`.mjcf_joint_frames`).
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import torch
 
 from pathgrad.envs.newton.bridge import NewtonSimulation
 from pathgrad.envs.newton.mjcf_actuators import FileActuation
+from pathgrad.envs.newton.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.mjcf_options import (
     MjcfMotor,
@@ -61,8 +64,14 @@ def load_model_file(
         options.setdefault("parse_mujoco_options", False)
     first_body, first_joint = builder.body_count, builder.joint_count
     loader = builder.add_mjcf if suffix in _MJCF else builder.add_urdf
+    source, joints_of = str(path), path
+    if suffix in _MJCF and mujoco_meaning:
+        root = _parsed(path)
+        if root is not None and split_joint_frames(root):  # joints one Newton joint can't hold
+            source, joints_of = ElementTree.tostring(root, encoding="unicode"), root
+            options.setdefault("path_resolver", _beside(path))
     try:
-        loader(str(path), **options)
+        loader(source, **options)
     except Exception as error:  # noqa: BLE001 - a parser error of any kind is bad input
         raise ValueError(f"cannot load model_file '{path}': {error}") from error
     if suffix not in _MJCF or not mujoco_meaning:
@@ -76,7 +85,7 @@ def load_model_file(
     if file_options.total_mass is not None:
         scale_total_mass(builder, first_body, file_options.total_mass)
     coordinates, notes = apply_mujoco_meaning(
-        builder, read_mjcf_joints(path), first_body, first_joint
+        builder, read_mjcf_joints(joints_of), first_body, first_joint
     )
     if file_options.not_applied:
         notes.append(
@@ -84,6 +93,25 @@ def load_model_file(
             + "; ".join(file_options.not_applied)
         )
     return coordinates, notes
+
+
+def _parsed(path: Path) -> ElementTree.Element | None:
+    try:
+        return ElementTree.parse(path).getroot()
+    except ElementTree.ParseError:
+        return None  # the importer says what is wrong
+
+
+def _beside(path: Path) -> Any:
+    """Newton's path resolver for the file rewritten as a string: its includes and assets
+    where the file is."""
+    home = str(path.resolve().parent)
+
+    def resolve(base_dir: str | None, file_path: str) -> str:
+        return file_path if os.path.isabs(file_path) else os.path.abspath(
+            os.path.join(base_dir or home, file_path))  # fmt: skip
+
+    return resolve
 
 
 def _solver_named(path: Path) -> bool:
@@ -156,10 +184,16 @@ class RobotFileMixin:
         if joints is not None or scale is not None or not self._file_options_apply():
             return []
         motors, skipped = read_mjcf_motors(path)
-        if motors and skipped:
+        if skipped:
+            what = (
+                "the actions drive the file's joint motors"
+                if motors
+                else "no actuator of the file drives a joint, so the actions drive every "
+                "joint (scale 1; choose with actuated_joints and action_scale)"
+            )
             warnings.warn(
-                f"{type(self).__name__}: the actions drive the file's joint motors; its "
-                f"other actuators are not applied: {', '.join(skipped)}.",
+                f"{type(self).__name__}: {what}; its other actuators are not applied: "
+                f"{', '.join(skipped)}.",
                 UserWarning,
                 stacklevel=3,
             )
