@@ -370,3 +370,47 @@ def test_a_body_whose_joints_pivot_apart_moves_as_mujocos_does(tmp_path):
     _, after = stepped.mujoco_from_joint_state(stepped.state["joint_q"], stepped.state["joint_qd"])
     qacc = (after[0].double().numpy() - qvel) / 1e-4
     assert np.abs(qacc - data.qacc).max() <= 0.01 * np.abs(data.qacc).max(), (qacc, data.qacc)
+
+
+MESH_ARM = """<mujoco>
+  <compiler meshdir="meshes"/>
+  <asset><mesh name="link" file="link.stl"/></asset>
+  <worldbody>
+    <body name="base" pos="0 0 1">
+      <joint name="yaw" type="hinge" axis="0 0 1"/>
+      <joint name="pitch" type="hinge" axis="0 1 0" pos="0.05 0 0"/>
+      <geom type="mesh" mesh="link" pos="0.15 0 0"/>
+      <body name="forearm" pos="0.3 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0"/>
+        <geom type="mesh" mesh="link" pos="0.15 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="yaw"/><motor joint="pitch"/><motor joint="elbow"/></actuator>
+</mujoco>"""
+
+
+def test_a_file_with_meshes_in_its_meshdir_loads_also_when_rewritten(tmp_path):
+    # The meshes lie in the file's meshdir; the base's hinges pivot apart, so the file is
+    # rewritten (joint frames) and given to Newton as text: its meshes are still found.
+    trimesh = pytest.importorskip("trimesh")
+    (tmp_path / "meshes").mkdir()
+    trimesh.creation.box(extents=(0.3, 0.05, 0.05)).export(tmp_path / "meshes" / "link.stl")
+    path = tmp_path / "mesh_arm.xml"
+    path.write_text(MESH_ARM)
+    env, model = load(path)
+    assert env.action_dim == 3
+    shapes = env.simulation.model.shape_type.numpy()
+    assert int((shapes == int(newton.GeoType.MESH)).sum()) == 2
+    labels = [str(label).rsplit("/", 1)[-1] for label in env.body_labels]
+    data = mujoco.MjData(model)
+    qpos, qvel = random_state(model, np.random.default_rng(3))
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    mujoco.mj_kinematics(model, data)
+    joint_q, joint_qd = env.joint_state_from_mujoco(
+        torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
+    )
+    positions, _ = newton_bodies(env, joint_q, joint_qd)
+    for name in ("base", "forearm"):
+        np.testing.assert_allclose(positions[labels.index(name)], data.xpos[model.body(name).id],
+                                   atol=1e-4, err_msg=name)  # fmt: skip
