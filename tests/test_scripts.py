@@ -402,7 +402,7 @@ OFFSET_HINGES = """<mujoco>
   </worldbody>
   <actuator><motor joint="tilt" gear="2"/></actuator>
 </mujoco>"""
-# A motor on a fixed tendon: Featherstone has no tendons, so the push is left out (named).
+# A motor through a fixed tendon (applied as MuJoCo applies it).
 TENDON_MOTOR = """<mujoco>
   <worldbody>
     <body name="upper" pos="0 0 1">
@@ -418,6 +418,16 @@ TENDON_MOTOR = """<mujoco>
   </fixed></tendon>
   <actuator><motor tendon="bend" gear="20" ctrlrange="-1 1"/></actuator>
 </mujoco>"""
+# An equality constraint and a site actuator: neither applied on Featherstone (named).
+COUPLED = TENDON_MOTOR.replace(
+    '<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>\n      </body>',
+    '<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>\n'
+    '        <site name="tip" pos="0.3 0 0"/>\n      </body>',
+).replace(
+    '<actuator><motor tendon="bend" gear="20" ctrlrange="-1 1"/></actuator>',
+    '<equality><joint joint1="shoulder" joint2="elbow"/></equality>\n'
+    '  <actuator><motor site="tip" gear="0 0 1 0 0 0"/></actuator>',
+)
 
 
 def test_mjcf_against_mujoco_reports_what_differs_and_what_does_not_load(tmp_path):
@@ -426,20 +436,22 @@ def test_mjcf_against_mujoco_reports_what_differs_and_what_does_not_load(tmp_pat
     gymnasium_assets = Path(__import__("gymnasium").__file__).parent / "envs/mujoco/assets"
     (tmp_path / "offset_hinges.xml").write_text(OFFSET_HINGES)
     (tmp_path / "tendon_motor.xml").write_text(TENDON_MOTOR)
+    (tmp_path / "coupled.xml").write_text(COUPLED)
     (tmp_path / "broken.xml").write_text("<mujoco><worldbody><body>")
     output = run_script(
         str(ROOT / "benchmarks" / "mjcf_against_mujoco.py"),
         *(str(gymnasium_assets / "reacher.xml"), "offset_hinges.xml", "tendon_motor.xml",
-          "broken.xml", "--notes"),
+          "coupled.xml", "broken.xml", "--notes"),
         cwd=tmp_path,
     )  # fmt: skip
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in output.splitlines()
             if line.startswith("| ") and not line.startswith("| file")}  # fmt: skip
     reacher, offset = rows["reacher.xml"], rows["offset_hinges.xml"]
-    tendon = rows["tendon_motor.xml"]
+    tendon, coupled = rows["tendon_motor.xml"], rows["coupled.xml"]
     assert float(reacher[2]) < 1e-4 and float(reacher[3]) < 0.01 and reacher[4] == "2 / 2 |"
     assert float(offset[2]) < 1e-4 and float(offset[3]) < 0.01  # hinges about their own points
-    assert float(tendon[2]) < 1e-4 and float(tendon[3]) > 0.1 and tendon[4] == "2 / 1 |"
-    assert "tendon_motor.xml: " in output and "tendons: left out" in output
+    assert float(tendon[3]) < 0.01 and tendon[4] == "1 / 1 |"  # the tendon's motor applied
+    assert float(coupled[2]) < 1e-4 and float(coupled[3]) > 0.1 and coupled[4] == "2 / 1 |"
+    assert "coupled.xml: " in output and "1 equality constraints: left out" in output
     assert "no actuator of the file drives a joint, so the actions drive every joint" in output
     assert rows["broken.xml"][1] == "MuJoCo rejects it"

@@ -117,17 +117,28 @@ def test_an_env_step_recomputes_the_forces_at_every_file_timestep(tmp_path):
 
 
 def test_the_actuator_force_is_differentiable_in_float64():
+    from types import SimpleNamespace
+
     from pathgrad.envs.newton.mjcf_actuators import FileActuation, MjcfMotor
 
     motors = [MjcfMotor("a", 2.0, None, "position", 3.0, (0.0, -3.0, -0.5), (-1.0, 1.0)),
-              MjcfMotor("b", 1.0, None, "general", 2.0, (0.1, -1.0, -0.2), None)]  # fmt: skip
-    actuation = FileActuation(motors, [0, 1], [0, 1], torch.device("cpu"))
-    for name in ("gear", "gain", "force_low", "force_high"):
+              MjcfMotor("b", 1.0, None, "general", 2.0, (0.1, -1.0, -0.2), None),
+              MjcfMotor("a", 1.5, None, "motor", tendon=(("a", 0.5), ("b", -1.0)))]  # fmt: skip
+    places = {"a": SimpleNamespace(q=0, qd=0), "b": SimpleNamespace(q=1, qd=1)}
+    actuation = FileActuation(motors, places, 2, 2, torch.device("cpu"))
+    for name in ("moment_q", "moment_qd", "gain", "force_low", "force_high"):
         setattr(actuation, name, getattr(actuation, name).double())
     actuation.bias = [b.double() for b in actuation.bias]
-    inputs = [torch.randn(3, 2, dtype=torch.float64, requires_grad=True) * 0.1 for _ in range(3)]
-    inputs = [x.detach().requires_grad_() for x in inputs]
-    assert torch.autograd.gradcheck(actuation.forces, inputs)
+    joint_q, joint_qd = torch.tensor([[0.2, -0.1]]), torch.tensor([[0.3, 0.4]])
+    ctrl = torch.tensor([[0.5, -0.2, 0.8]])
+    pushed = actuation.joint_forces(joint_q.double(), joint_qd.double(), ctrl.double())
+    force_a = max(-1.0, min(1.0, 3.0 * 0.5 - 3.0 * 2.0 * 0.2 - 0.5 * 2.0 * 0.3))
+    force_b = 2.0 * -0.2 + 0.1 - 1.0 * -0.1 - 0.2 * 0.4
+    expected = [2.0 * force_a + 1.5 * 0.5 * 0.8, force_b - 1.5 * 0.8]  # gear x coef x force
+    torch.testing.assert_close(pushed[0], torch.tensor(expected, dtype=torch.float64))
+    inputs = [torch.randn(3, n, dtype=torch.float64) * 0.1 for n in (2, 2, 3)]
+    inputs = [x.requires_grad_() for x in inputs]
+    assert torch.autograd.gradcheck(actuation.joint_forces, inputs)
 
 
 def test_without_the_files_actuators_no_drive_is_left_behind(tmp_path):

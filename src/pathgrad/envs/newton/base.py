@@ -214,9 +214,12 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         ):
             if warning is not None:
                 warnings.warn(f"{type(self).__name__}: {warning}", UserWarning, stacklevel=2)
+        self.coordinates = world.joint_coord_count
+        self.dofs = world.joint_dof_count
         motors = self._file_motors(actuated_joints, action_scale)
-        # A state-dependent actuator (position, velocity, bias) acts as MuJoCo's: its force is
-        # computed again at every timestep of the file, each an actuator step of the env step.
+        self.tendon_forces = self._tendon_forces(world.joint_rest_q, torch.device(device))
+        # A state-dependent actuator (position, velocity, bias) or tendon acts as MuJoCo's: its
+        # force is computed again at every timestep of the file, each an actuator step.
         self.actuator_steps = self._actuator_steps(motors, dt, file_options.timestep)
         # What the simulation is built with, but the solver (a subclass replacing it keeps them)
         self.simulation_options: dict[str, Any] = {
@@ -233,8 +236,6 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         self.simulation = NewtonSimulation(model, solver=solver, **self.simulation_options)
         self._contact_watch = ContactCapacityWatch()
         self.dt = float(dt)
-        self.coordinates = world.joint_coord_count
-        self.dofs = world.joint_dof_count
         self.joint_labels = list(world.joint_label)
         self._free_joints = [  # (first coordinate, label): checked in the first initial state
             (int(world.joint_q_start[j]), label.rsplit("/", 1)[-1])
@@ -247,12 +248,13 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         )
         self.dof_labels = column_labels(world.joint_qd_start, self.dofs, self.joint_labels)
         self._kinematics: NewtonKinematics | None = None
-        if motors:
-            actuated_joints = [motor.joint for motor in motors]
+        if motors:  # one action per actuator (a tendon's: its DOF of the largest coefficient)
             action_scale = [motor.gear * motor.gain for motor in motors]
-        self.actuated_dofs = self._file_joint_dofs(actuated_joints) or actuated_dofs(
-            world, self.joint_labels, actuated_joints
-        )
+            self.actuated_dofs = self._motor_dofs(motors)
+        else:
+            self.actuated_dofs = self._file_joint_dofs(actuated_joints) or actuated_dofs(
+                world, self.joint_labels, actuated_joints
+            )
         self._actuated_index = torch.as_tensor(
             self.actuated_dofs, dtype=torch.long, device=torch.device(device)
         )  # long even when empty
@@ -366,12 +368,13 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         if self.control_range is not None:
             action = torch.clamp(action, *self.control_range)
         if self.file_actuation is not None:  # MuJoCo's force of each actuator at this state
-            pushes = self.file_actuation.forces(state["joint_q"], state["joint_qd"], action)
+            forces = self.file_actuation.joint_forces(state["joint_q"], state["joint_qd"], action)
         else:
-            pushes = action * self.action_scale
-        forces = torch.zeros(
-            (self.num_envs, self.dofs), dtype=action.dtype, device=action.device
-        ).index_add(1, self._actuated_index, pushes)
+            forces = torch.zeros(
+                (self.num_envs, self.dofs), dtype=action.dtype, device=action.device
+            ).index_add(1, self._actuated_index, action * self.action_scale)
+        if self.tendon_forces is not None:  # the file's fixed tendons' springs and dampers
+            forces = forces + self.tendon_forces.joint_forces(state["joint_q"], state["joint_qd"])
         extra = self.extra_joint_forces(state)
         if extra is None:
             return forces

@@ -21,8 +21,8 @@ floor's ke 2500 N/m, kd 100 N s/m, with friction), not a soft constraint, so
 bodies sink a little and slide differently; joint limits are penalty springs
 (Newton's ke 1e4 N m/rad; kd 10, the Ant's raised to critical damping); the
 integrator is semi-implicit Euler, not the files' RK4; the humanoid's PGS solver
-settings do not apply; its two fixed tendons (no stiffness, no limits, no
-actuators: no force) are left out.
+settings do not apply; its two fixed tendons have no spring, damper, limit or
+actuator, so they exert no force (as in MuJoCo).
 """
 
 from __future__ import annotations

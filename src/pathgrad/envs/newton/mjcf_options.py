@@ -2,9 +2,9 @@
 
 :func:`read_mjcf_options` gives the physics a NewtonEnv applies from the file
 (gravity, timestep, ``settotalmass``) and names, one line each, what
-Featherstone cannot express and what pathgrad does instead (tendons, equality
-constraints, joint friction loss, fluid forces, MuJoCo's integrator and solver
-settings, ``solref``/``solimp``).
+Featherstone cannot express and what pathgrad does instead (spatial tendons and
+fixed tendons' limits, equality constraints, joint friction loss, fluid forces,
+MuJoCo's integrator and solver settings, ``solref``/``solimp``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from xml.etree import ElementTree
 import numpy as np
 
 from pathgrad.envs.newton.mjcf_actuators import MjcfMotor, read_mjcf_motors
+from pathgrad.envs.newton.mjcf_tendons import read_fixed_tendons
 
 __all__ = ["MjcfMotor", "MjcfOptions", "read_mjcf_motors", "read_mjcf_options", "scale_total_mass"]
 
@@ -69,13 +70,21 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
     compiler = root.find("compiler")
     if compiler is not None and float(compiler.get("settotalmass", "-1")) > 0:
         found.total_mass = float(compiler.get("settotalmass"))
+    fixed, spatial = read_fixed_tendons(path)
+    bounded = [t.name for t in fixed if t.limited or t.frictionloss]
     counts = {
-        "tendons": len(root.findall("tendon/*")),
+        "spatial tendons": len(spatial),
         "equality constraints": len(root.findall("equality/*")),
     }
     for what, count in counts.items():
         if count:
             found.not_applied.append(f"{count} {what}: left out")
+    if bounded:
+        names = ", ".join(bounded[:4]) + (", ..." if len(bounded) > 4 else "")
+        found.not_applied.append(
+            f"the limits and friction loss of fixed tendons ({names}): left out (their "
+            "springs, dampers and actuators apply)"
+        )
     friction = sorted({j.get("name", "?") for j in root.iter("joint")
                        if float(j.get("frictionloss", 0)) > 0})  # fmt: skip
     if friction:

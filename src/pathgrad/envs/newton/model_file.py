@@ -31,6 +31,7 @@ from pathgrad.envs.newton.mjcf_options import (
     read_mjcf_options,
     scale_total_mass,
 )
+from pathgrad.envs.newton.mjcf_tendons import TendonForces, read_fixed_tendons
 from pathgrad.envs.newton.model_checks import check_model_file
 from pathgrad.envs.newton.mujoco_meaning import MujocoCoordinates, apply_mujoco_meaning
 from pathgrad.envs.newton.stability import stable_substeps
@@ -177,6 +178,22 @@ class RobotFileMixin:
             return None
         return [mapping.dof_names.index(name) for name in joints]
 
+    def _motor_dofs(self, motors: list[MjcfMotor]) -> list[int]:
+        """The DOF of each actuator's joint (one action each).
+
+        Raises:
+            ValueError: For an actuator of a joint that is not a hinge or slide.
+        """
+        names = self._mujoco_map().dof_names
+        for motor in motors:
+            if motor.joint not in names:
+                raise ValueError(
+                    f"model_file '{Path(str(self.model_file)).name}': the actuator of joint "
+                    f"'{motor.joint}' drives no hinge or slide; pathgrad applies actuators of "
+                    "hinges, slides and fixed tendons (give actuated_joints and action_scale)."
+                )
+        return [names.index(motor.joint) for motor in motors]
+
     def _file_motors(self, joints: Any, scale: Any) -> list[MjcfMotor]:
         """The MJCF file's joint motors, where they define the actions (neither
         ``actuated_joints`` nor ``action_scale`` given); other actuators are warned about."""
@@ -203,20 +220,31 @@ class RobotFileMixin:
         """Simulation steps per env step: one per file timestep in ``dt`` where an actuator's
         force or the env's extra force depends on the state (MuJoCo computes it every
         timestep), else 1."""
-        state_dependent = self.extra_forces_each_file_timestep  # type: ignore[attr-defined]
+        state_dependent = self.extra_forces_each_file_timestep or (  # type: ignore[attr-defined]
+            self.tendon_forces is not None  # type: ignore[attr-defined]
+        )
         if not timestep or not (state_dependent or any(m.state_dependent for m in motors)):
             return 1
         return max(1, round(dt / timestep))
 
     def _file_actuation(self, motors: list[MjcfMotor], device: Any) -> FileActuation | None:
         """The file's actuators as MuJoCo computes their force, where any depends on the
-        state or is more than gain x ctrl (a position or velocity actuator, a bias, a force
-        range); else None (the actions are scaled by gear x gain)."""
-        if not any(motor.affine for motor in motors):
+        state, is more than gain x ctrl (a position or velocity actuator, a bias, a force
+        range) or acts through a tendon; else None (the actions are scaled by gear x gain)."""
+        if not any(motor.affine or motor.tendon for motor in motors):
             return None
-        joints = {joint.name: joint for joint in self._mujoco_map().joints}
-        actuated = [joints[motor.joint] for motor in motors]
-        return FileActuation(motors, [j.q for j in actuated], [j.qd for j in actuated], device)
+        places = {joint.name: joint for joint in self._mujoco_map().joints}
+        return FileActuation(motors, places, self.coordinates, self.dofs, device)  # type: ignore[attr-defined]
+
+    def _tendon_forces(self, rest_q: Any, device: Any) -> TendonForces | None:
+        """The file's fixed tendons' springs and dampers (None where it has none)."""
+        if not self._file_options_apply():
+            return None
+        tendons = [t for t in read_fixed_tendons(self.model_file)[0] if t.passive]
+        if not tendons:
+            return None
+        places = {joint.name: joint for joint in self._mujoco_map().joints}
+        return TendonForces(tendons, places, self.coordinates, self.dofs, rest_q, device)  # type: ignore[attr-defined]
 
     def _file_options_apply(self) -> bool:
         path = self.model_file
