@@ -414,3 +414,45 @@ def test_a_file_with_meshes_in_its_meshdir_loads_also_when_rewritten(tmp_path):
     for name in ("base", "forearm"):
         np.testing.assert_allclose(positions[labels.index(name)], data.xpos[model.body(name).id],
                                    atol=1e-4, err_msg=name)  # fmt: skip
+
+
+FREE_THEN_SPRING = """<mujoco>
+  <compiler angle="radian"/>
+  <option gravity="0 0 0"/>
+  <worldbody>
+    <body name="hull" pos="0 0 1">
+      <freejoint name="root"/>
+      <geom type="box" size="0.2 0.1 0.05"/>
+      <body name="flap" pos="0.2 0 0">
+        <joint name="hinge" type="hinge" axis="0 1 0" ref="0.1" springref="0.4" stiffness="5"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.03"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_a_spring_after_a_free_joint_rests_where_the_file_says(tmp_path):
+    # Newton keeps spring rests per coordinate (7 for a free joint, 6 DOFs): the hinge's
+    # springref lands on the hinge's coordinate, and one step accelerates as MuJoCo's.
+    path = tmp_path / "free_then_spring.xml"
+    path.write_text(FREE_THEN_SPRING)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = Probe(1, model_file=str(path), dt=1e-4, capture=False)
+    model = mujoco.MjModel.from_xml_path(str(path))
+    data = mujoco.MjData(model)
+    qpos = model.qpos0.copy()
+    qpos[7] = -0.2  # the hinge 0.6 from its spring's rest
+    data.qpos[:] = qpos
+    mujoco.mj_forward(model, data)
+    env.reset(seed=0)
+    joint_q, joint_qd = env.joint_state_from_mujoco(
+        torch.tensor(qpos)[None].float(), torch.zeros(1, model.nv)
+    )
+    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+    env.step(torch.zeros(1, env.action_dim))
+    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
+    qacc = after[0].double().numpy() / 1e-4
+    assert np.abs(data.qacc).max() > 1.0
+    assert np.abs(qacc - data.qacc).max() <= 0.01 * np.abs(data.qacc).max(), (qacc, data.qacc)

@@ -103,7 +103,8 @@ class TendonForces:
         tendons: The tendons with a spring or a damper.
         places: The file's joint name -> its ``q`` and ``qd`` columns.
         coordinates, dofs: Widths of ``joint_q`` and ``joint_qd``.
-        rest_q: Each DOF's spring reference (the joints' ``springref``, ``[dofs]``).
+        rest_q: Each coordinate's spring reference (the joints' ``springref``,
+            ``[coordinates]``).
         device: Torch device.
     """
 
@@ -119,10 +120,10 @@ class TendonForces:
         rows = [moments(t.joints, places, coordinates, dofs) for t in tendons]
         rest = torch.tensor(list(rest_q), dtype=torch.float64)
         low, high = [], []
-        for tendon, (_, qd_row) in zip(tendons, rows, strict=True):
+        for tendon, (q_row, _) in zip(tendons, rows, strict=True):
             first, second = tendon.springlength
             if first == second == -1.0:  # MuJoCo: the tendon's length at the joints' springref
-                first = second = float(qd_row @ rest)
+                first = second = float(q_row @ rest)
             low.append(first)
             high.append(max(first, second))
 

@@ -189,7 +189,7 @@ def apply_mujoco_meaning(
         for mj_joint, (q, qd) in zip(body.joints, indices, strict=True):
             if mj_joint.name in zeroed:  # the file's pose: MuJoCo's qpos0 is the ref
                 builder.joint_q[q] = mj_joint.ref
-                _limits_and_rest_in_qpos(builder, qd, mj_joint)
+                _limits_and_rest_in_qpos(builder, q, qd, mj_joint)
             com = tuple(float(c) for c in builder.body_com[int(builder.joint_child[j])])
             placed[j].append(_Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com))
             qpos += {"free": 7, "ball": 4}.get(mj_joint.type, 1)
@@ -199,13 +199,13 @@ def apply_mujoco_meaning(
     return MujocoCoordinates(joints, builder.joint_coord_count, builder.joint_dof_count), notes
 
 
-def _limits_and_rest_in_qpos(builder: Any, dof: int, joint: MjcfJoint) -> None:
-    """Undo the ref Newton's importer took off the DOF's limits and spring rest: with
-    MuJoCo's zeros, they are in ``qpos`` units, as the file writes them."""
+def _limits_and_rest_in_qpos(builder: Any, q: int, dof: int, joint: MjcfJoint) -> None:
+    """Undo the ref Newton's importer took off the DOF's limits and the coordinate's spring
+    rest: with MuJoCo's zeros, they are in ``qpos`` units, as the file writes them."""
     for limits in (builder.joint_limit_lower, builder.joint_limit_upper):
         if abs(float(limits[dof])) < 1e9:  # not Newton's "unlimited"
             limits[dof] = float(limits[dof]) + joint.limit_shift
-    builder.joint_rest_q[dof] = float(builder.joint_rest_q[dof]) + joint.rest_shift
+    builder.joint_rest_q[q] = float(builder.joint_rest_q[q]) + joint.rest_shift  # per coordinate
 
 
 def _match_bodies(builder: Any, bodies: Sequence[MjcfBody], first_body: int) -> dict:
