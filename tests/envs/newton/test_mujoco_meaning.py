@@ -96,11 +96,35 @@ def newton_bodies(env: Probe, joint_q: torch.Tensor, joint_qd: torch.Tensor):
     return state.body_q.numpy()[:, :3], state.body_qd.numpy()
 
 
-@pytest.fixture(params=[*GYMNASIUM_FILES, "ball_and_refs"], ids=lambda p: getattr(p, "name", p))
+# MuJoCo 3's <frame>: bodies placed by frames (nested, turned, with a childclass).
+FRAMES = """<mujoco>
+  <compiler angle="radian"/>
+  <default><default class="arm"><joint damping="0.1" armature="0.01" range="-2 2"/>
+    <geom type="capsule" size="0.04"/></default></default>
+  <worldbody>
+    <frame pos="0.1 0.2 0.3" euler="0 0 0.5" childclass="arm">
+      <body name="a" pos="0 0 1">
+        <joint name="j1" axis="0 1 0" ref="0.2"/>
+        <geom fromto="0 0 0 0.3 0 0"/>
+        <frame pos="0.3 0 0" quat="0.9 0 0.1 0">
+          <body name="b">
+            <joint name="j2" axis="0 1 0"/>
+            <geom fromto="0 0 0 0.3 0 0"/>
+          </body>
+        </frame>
+      </body>
+    </frame>
+  </worldbody>
+  <actuator><position joint="j1" kp="10" ctrlrange="-1 1"/><motor joint="j2" gear="2"/></actuator>
+</mujoco>"""
+WRITTEN = {"ball_and_refs": BALL_AND_REFS, "frames": FRAMES}
+
+
+@pytest.fixture(params=[*GYMNASIUM_FILES, *WRITTEN], ids=lambda p: getattr(p, "name", p))
 def robot_file(request, tmp_path) -> Path:
-    if request.param == "ball_and_refs":
-        path = tmp_path / "ball_and_refs.xml"
-        path.write_text(BALL_AND_REFS)
+    if request.param in WRITTEN:
+        path = tmp_path / f"{request.param}.xml"
+        path.write_text(WRITTEN[request.param])
         return path
     return request.param
 
@@ -202,7 +226,9 @@ def test_one_step_accelerates_every_joint_as_mujoco_does_without_contacts(robot_
         assert any("fluid forces (<option density and viscosity>)" in str(w.message)
                    for w in caught)  # fmt: skip
         return
+    # actuated_joints=[]: no actuator acts (a position servo would push at ctrl 0 in MuJoCo)
     model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_ACTUATION
     data = mujoco.MjData(model)
     rng = np.random.default_rng(2)
     qpos, qvel = inside_the_ranges(model, rng), 0.3 * rng.standard_normal(model.nv)

@@ -54,7 +54,7 @@ def needs_joint_frames(joints: list[dict[str, str]]) -> bool:
 def split_joint_frames(root: ElementTree.Element) -> list[str]:
     """Rewrite, in place, each body whose joints need it as a chain of joint frames;
     the names of the bodies rewritten."""
-    from pathgrad.envs.newton.mjcf_joints import default_classes
+    from pathgrad.envs.newton.mjcf_joints import child_bodies, default_classes
 
     classes = default_classes(root)
     rewritten: list[str] = []
@@ -64,7 +64,7 @@ def split_joint_frames(root: ElementTree.Element) -> list[str]:
         index[0] += 1
         joints = [child for child in body if child.tag in _JOINT_TAGS]
         values = [_joint_values(j, classes, active) for j in joints]
-        children = [child for child in body if child.tag == "body"]
+        children = child_bodies(body, active)  # before the chain moves them
         if (
             len(joints) > 1
             and not any(v["type"] == "free" for v in values)
@@ -72,12 +72,12 @@ def split_joint_frames(root: ElementTree.Element) -> list[str]:
         ):
             rewritten.append(body.get("name") or f"body {index[0]}")
             _chain(body, joints, index[0])
-        for child in children:
-            visit(child, active, index)
+        for child, inherited in children:
+            visit(child, inherited, index)
 
     for world in root.findall("worldbody"):
-        for body in world.findall("body"):
-            visit(body, world.get("childclass", "main"), [0])
+        for body, active in child_bodies(world, world.get("childclass", "main")):
+            visit(body, active, [0])
     return rewritten
 
 

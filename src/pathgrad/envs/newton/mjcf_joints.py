@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-__all__ = ["MjcfBody", "MjcfJoint", "default_classes", "read_mjcf_joints"]
+__all__ = ["MjcfBody", "MjcfJoint", "child_bodies", "default_classes", "read_mjcf_joints"]
 
 # MuJoCo's defaults of the joint attributes read here.
 _JOINT_DEFAULTS = {"type": "hinge", "pos": "0 0 0", "axis": "0 0 1", "ref": "0"}
@@ -125,11 +125,25 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
         for child in body:
             if child.tag in ("joint", "freejoint"):
                 entry.joints.append(joint(child, active))
-        for child in body:
-            if child.tag == "body":
-                visit(child, active)
+        for child, inherited in child_bodies(body, active):
+            visit(child, inherited)
 
     for world in root.findall("worldbody"):
-        for body in world.findall("body"):
-            visit(body, world.get("childclass", "main"))
+        for body, active in child_bodies(world, world.get("childclass", "main")):
+            visit(body, active)
     return bodies
+
+
+def child_bodies(
+    element: ElementTree.Element, active: str
+) -> list[tuple[ElementTree.Element, str]]:
+    """The bodies directly under ``element``, also those inside its ``<frame>``s (MuJoCo 3:
+    a frame places what it holds, and its ``childclass`` applies to it), in file order, each
+    with the default class active there."""
+    found = []
+    for child in element:
+        if child.tag == "body":
+            found.append((child, active))
+        elif child.tag == "frame":
+            found += child_bodies(child, child.get("childclass", active))
+    return found
