@@ -482,3 +482,32 @@ def test_a_spring_after_a_free_joint_rests_where_the_file_says(tmp_path):
     qacc = after[0].double().numpy() / 1e-4
     assert np.abs(data.qacc).max() > 1.0
     assert np.abs(qacc - data.qacc).max() <= 0.01 * np.abs(data.qacc).max(), (qacc, data.qacc)
+
+
+def test_a_scene_that_includes_the_robot_is_one_model(tmp_path):
+    # A robot maker's layout: scene.xml includes robot.xml (in a subfolder) and adds the
+    # floor and the timestep; the robot's joints, motors and classes are read through it.
+    (tmp_path / "robot").mkdir()
+    (tmp_path / "robot" / "robot.xml").write_text(FRAMES.replace("<mujoco>", '<mujoco model="r">'))
+    (tmp_path / "scene.xml").write_text(
+        '<mujoco><include file="robot/robot.xml"/><option timestep="0.004"/>'
+        '<worldbody><geom name="floor" type="plane" size="5 5 0.1"/></worldbody></mujoco>'
+    )
+    env, model = load(tmp_path / "scene.xml")
+    assert env.coordinate_names == ["j1", "j2"] and env.action_dim == 2
+    assert env.dt == pytest.approx(0.004)
+    data = mujoco.MjData(model)
+    qpos, _ = random_state(model, np.random.default_rng(5))
+    data.qpos[:] = qpos
+    mujoco.mj_kinematics(model, data)
+    joint_q, joint_qd = env.joint_state_from_mujoco(torch.tensor(qpos)[None].float(),
+                                                    torch.zeros(1, model.nv))  # fmt: skip
+    positions, _ = newton_bodies(env, joint_q, joint_qd)
+    np.testing.assert_allclose(positions, data.xpos[1:], atol=1e-4)
+    (tmp_path / "broken.xml").write_text('<mujoco><include file="missing.xml"/></mujoco>')
+    with pytest.raises(ValueError, match=r"broken.xml': <include file='missing.xml'>: .* does not"):
+        load(tmp_path / "broken.xml")
+    (tmp_path / "a.xml").write_text('<mujoco><include file="b.xml"/></mujoco>')
+    (tmp_path / "b.xml").write_text('<mujoco><include file="a.xml"/></mujoco>')
+    with pytest.raises(ValueError, match="includes a file that includes it"):
+        load(tmp_path / "a.xml")

@@ -23,7 +23,6 @@ import math
 import re
 import warnings
 from typing import Any
-from xml.etree import ElementTree
 
 import numpy as np
 import torch
@@ -32,6 +31,7 @@ from pathgrad.envs.base import State
 from pathgrad.envs.newton.base import NewtonEnv
 from pathgrad.envs.newton.bridge import NewtonSimulation
 from pathgrad.envs.newton.gymnasium_locomotion import GymnasiumLocomotion, gymnasium_asset
+from pathgrad.envs.newton.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.model_file import load_model_file
 from pathgrad.envs.newton.stability import stable_substeps
@@ -415,7 +415,7 @@ def _apply(frames: torch.Tensor, vectors: torch.Tensor, inverse: bool = False) -
 def _fluid_options(path: str) -> tuple[float, float]:
     """The file's ``<option density viscosity>`` (0 where unset); a wind is refused."""
     density = viscosity = 0.0
-    for option in ElementTree.parse(path).getroot().iter("option"):
+    for option in parse_mjcf(path).iter("option"):
         density = float(option.get("density", density))
         viscosity = float(option.get("viscosity", viscosity))
         if any(float(v) != 0.0 for v in option.get("wind", "0 0 0").split()):

@@ -22,6 +22,7 @@ from xml.etree import ElementTree
 
 import torch
 
+from pathgrad.envs.newton.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.mjcf_joints import default_classes
 from pathgrad.envs.newton.mjcf_tendons import moments, read_fixed_tendons
 
@@ -104,7 +105,7 @@ def read_mjcf_motors(path: str | Path) -> tuple[list[MjcfMotor], list[str]]:
     """The file's joint and fixed-tendon actuators (motor, position, velocity, general) in
     actuator order, and those pathgrad does not apply, one phrase each."""
     try:
-        root = ElementTree.parse(path).getroot()
+        root = parse_mjcf(path)
     except ElementTree.ParseError:
         return [], []
     classes = {tag: default_classes(root, tag) for tag in (*_KINDS, "general")}

@@ -16,6 +16,8 @@ from xml.etree import ElementTree
 
 import numpy as np
 
+from pathgrad.envs.newton.mjcf_file import parse_mjcf
+
 __all__ = ["MjcfBody", "MjcfJoint", "child_bodies", "default_classes", "read_mjcf_joints"]
 
 # MuJoCo's defaults of the joint attributes read here.
@@ -87,7 +89,7 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
         root = path
     else:
         try:
-            root = ElementTree.parse(path).getroot()
+            root = parse_mjcf(path)
         except ElementTree.ParseError as error:
             raise ValueError(f"model_file '{path}' is not valid XML: {error}") from error
     classes = default_classes(root)

@@ -17,6 +17,7 @@ from xml.etree import ElementTree
 import numpy as np
 
 from pathgrad.envs.newton.mjcf_actuators import MjcfMotor, read_mjcf_motors
+from pathgrad.envs.newton.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.mjcf_tendons import read_fixed_tendons
 
 __all__ = ["MjcfMotor", "MjcfOptions", "read_mjcf_motors", "read_mjcf_options", "scale_total_mass"]
@@ -39,7 +40,7 @@ def _numbers(text: str | None) -> list[float]:
 def read_mjcf_options(path: str | Path) -> MjcfOptions:
     """The file's options and what of it Newton's Featherstone does not apply."""
     try:
-        root = ElementTree.parse(path).getroot()
+        root = parse_mjcf(path)
     except ElementTree.ParseError:
         return MjcfOptions()
     found = MjcfOptions()

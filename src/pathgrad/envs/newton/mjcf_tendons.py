@@ -23,6 +23,7 @@ from xml.etree import ElementTree
 
 import torch
 
+from pathgrad.envs.newton.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.mjcf_joints import default_classes
 
 __all__ = ["FixedTendon", "TendonForces", "read_fixed_tendons"]
@@ -53,7 +54,7 @@ def _numbers(text: str | None) -> list[float]:
 def read_fixed_tendons(path: str | Path) -> tuple[list[FixedTendon], list[str]]:
     """The file's fixed tendons, and the names of its spatial ones (not applied)."""
     try:
-        root = ElementTree.parse(path).getroot()
+        root = parse_mjcf(path)
     except ElementTree.ParseError:
         return [], []
     classes = default_classes(root, "tendon")

@@ -16,6 +16,8 @@ from xml.etree import ElementTree
 
 import numpy as np
 
+from pathgrad.envs.newton.mjcf_file import parse_mjcf
+
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
            "check_finite_model", "check_masses", "fixed_urdf_root", "flat_inertias", "limit_units",
            "unread_motors"]  # fmt: skip
@@ -36,7 +38,7 @@ def check_model_file(path: str | Path) -> None:
     """
     path = Path(path)
     try:
-        root = ElementTree.parse(path).getroot()
+        root = parse_mjcf(path)
     except (ElementTree.ParseError, OSError):
         return
     urdf = path.suffix.lower() == ".urdf"
@@ -303,6 +305,6 @@ def _mjcf_root(path: str | Path | None) -> ElementTree.Element | None:
     if path is None or Path(path).suffix.lower() not in (".xml", ".mjcf"):
         return None
     try:
-        return ElementTree.parse(path).getroot()
-    except (ElementTree.ParseError, OSError):
+        return parse_mjcf(path)
+    except (ElementTree.ParseError, OSError, ValueError):
         return None

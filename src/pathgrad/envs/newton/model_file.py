@@ -22,6 +22,7 @@ import torch
 
 from pathgrad.envs.newton.bridge import NewtonSimulation
 from pathgrad.envs.newton.mjcf_actuators import FileActuation
+from pathgrad.envs.newton.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.mjcf_options import (
@@ -98,7 +99,7 @@ def load_model_file(
 
 def _parsed(path: Path) -> ElementTree.Element | None:
     try:
-        return ElementTree.parse(path).getroot()
+        return parse_mjcf(path)
     except ElementTree.ParseError:
         return None  # the importer says what is wrong
 
@@ -119,7 +120,7 @@ def _solver_named(path: Path) -> bool:
     """Whether an ``<option>`` names MuJoCo's solver (``PGS``, ``CG``, ``Newton``): Newton's
     importer reads it as a number and stops."""
     try:
-        root = ElementTree.parse(path).getroot()
+        root = parse_mjcf(path)
     except ElementTree.ParseError:
         return False
     return any(not o.get("solver", "0").strip().isdigit() for o in root.iter("option"))
