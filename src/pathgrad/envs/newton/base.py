@@ -363,8 +363,9 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         return None
 
     def joint_forces(self, state: State, action: torch.Tensor) -> torch.Tensor:
-        """Generalized forces of the step: scaled actions on the actuated DOFs plus extras
-        (actions clamped to the motors' ``ctrlrange`` first, where the file gives one)."""
+        """Generalized forces of the step: the actions' (scaled on the actuated DOFs, or the
+        file's actuators as MuJoCo computes them), the file's fixed tendons' and the extras
+        (actions clamped to the actuators' ``ctrlrange`` first, where the file gives one)."""
         if self.control_range is not None:
             action = torch.clamp(action, *self.control_range)
         if self.file_actuation is not None:  # MuJoCo's force of each actuator at this state

@@ -1,7 +1,7 @@
 """An MJCF file as MuJoCo reads it: ``<include>``s expanded.
 
 MuJoCo replaces each ``<include file="..."/>`` by the children of the included file's
-``<mujoco>`` element (the file's path relative to the including file's folder), so a
+``<mujoco>`` element (its path relative to the main file's folder), so a
 robot maker's ``scene.xml`` that includes ``robot.xml`` is one model. Every reader of
 a file's joints, options, actuators and tendons here parses it through
 :func:`parse_mjcf`, so what it reads is what Newton's importer (which expands

@@ -196,8 +196,9 @@ class RobotFileMixin:
         return [names.index(motor.joint) for motor in motors]
 
     def _file_motors(self, joints: Any, scale: Any) -> list[MjcfMotor]:
-        """The MJCF file's joint motors, where they define the actions (neither
-        ``actuated_joints`` nor ``action_scale`` given); other actuators are warned about."""
+        """The MJCF file's actuators of joints and fixed tendons, where they define the
+        actions (neither ``actuated_joints`` nor ``action_scale`` given); other actuators
+        are warned about."""
         path = self.model_file
         if joints is not None or scale is not None or not self._file_options_apply():
             return []
