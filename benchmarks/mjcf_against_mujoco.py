@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pathgrad.testing.mujoco_states import inside_the_ranges, random_state
+
 N_DRAWS = 3
 STEP = 1e-4  # s: one explicit step, short enough to read an acceleration off
 
@@ -46,29 +48,6 @@ def _probe_class():
     return Probe
 
 
-def _random_qpos(model, rng) -> np.ndarray:
-    qpos = model.qpos0 + 0.5 * rng.standard_normal(model.nq)
-    for joint in range(model.njnt):
-        start = model.jnt_qposadr[joint]
-        quaternion = {0: slice(start + 3, start + 7), 1: slice(start, start + 4)}
-        part = quaternion.get(int(model.jnt_type[joint]))
-        if part is not None:
-            qpos[part] /= np.linalg.norm(qpos[part])
-    return qpos
-
-
-def _inside_the_ranges(model, rng) -> np.ndarray:
-    qpos = model.qpos0.copy()
-    for joint in range(model.njnt):
-        if model.jnt_type[joint] in (2, 3):  # slide, hinge
-            start = model.jnt_qposadr[joint]
-            low, high = model.jnt_range[joint] if model.jnt_limited[joint] else (-1e9, 1e9)
-            margin = 0.05 * min(high - low, 1.0)
-            qpos[start] = np.clip(qpos[start] + 0.1 * rng.standard_normal(), low + margin,
-                                  high - margin)  # fmt: skip
-    return qpos
-
-
 def _body_error(env, model, mujoco) -> float:
     import newton
     import warp as wp
@@ -77,7 +56,7 @@ def _body_error(env, model, mujoco) -> float:
     rng = np.random.default_rng(0)
     worst = 0.0
     for _ in range(N_DRAWS):
-        qpos = _random_qpos(model, rng)
+        qpos, _ = random_state(model, rng)
         data.qpos[:] = qpos
         mujoco.mj_kinematics(model, data)
         joint_q, joint_qd = env.joint_state_from_mujoco(
@@ -110,7 +89,7 @@ def _acceleration_error(probe, path: Path, model, mujoco) -> tuple[float, int]:
     model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     data = mujoco.MjData(model)
     rng = np.random.default_rng(2)
-    qpos, qvel = _inside_the_ranges(model, rng), 0.3 * rng.standard_normal(model.nv)
+    qpos, qvel = inside_the_ranges(model, rng), 0.3 * rng.standard_normal(model.nv)
     low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
     ctrl = np.where(model.actuator_ctrllimited.astype(bool),
                     low + (high - low) * rng.uniform(0.2, 0.8, model.nu),

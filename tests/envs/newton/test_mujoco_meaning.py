@@ -23,6 +23,7 @@ import warp as wp  # noqa: E402
 
 from pathgrad.envs.newton import NewtonEnv  # noqa: E402
 from pathgrad.envs.newton.mujoco_meaning import _D6  # noqa: E402
+from pathgrad.testing.mujoco_states import inside_the_ranges, random_state  # noqa: E402
 
 GYMNASIUM_FILES = sorted(
     (Path(__import__("gymnasium").__file__).parent / "envs" / "mujoco" / "assets").glob("*.xml")
@@ -59,31 +60,6 @@ def load(path: Path) -> tuple[Probe, object]:
         warnings.simplefilter("ignore")  # floors without contacts, unread motors: not the point
         env = Probe(1, model_file=str(path), capture=False)
     return env, mujoco.MjModel.from_xml_path(str(path))
-
-
-def random_state(model, rng) -> tuple[np.ndarray, np.ndarray]:
-    qpos = model.qpos0 + 0.5 * rng.standard_normal(model.nq)
-    for joint in range(model.njnt):
-        start = model.jnt_qposadr[joint]
-        quaternion = {0: slice(start + 3, start + 7), 1: slice(start, start + 4)}
-        part = quaternion.get(int(model.jnt_type[joint]))
-        if part is not None:
-            qpos[part] /= np.linalg.norm(qpos[part])
-    return qpos, rng.standard_normal(model.nv)
-
-
-def inside_the_ranges(model, rng) -> np.ndarray:
-    """MuJoCo's qpos0 with every hinge and slide moved a little, inside its range (where no
-    limit acts: MuJoCo's limits are constraints, Newton's penalty springs)."""
-    qpos = model.qpos0.copy()
-    for joint in range(model.njnt):
-        if model.jnt_type[joint] in (2, 3):
-            start = model.jnt_qposadr[joint]
-            low, high = model.jnt_range[joint] if model.jnt_limited[joint] else (-1e9, 1e9)
-            margin = 0.05 * min(high - low, 1.0)
-            qpos[start] = np.clip(qpos[start] + 0.1 * rng.standard_normal(), low + margin,
-                                  high - margin)  # fmt: skip
-    return qpos
 
 
 def newton_bodies(env: Probe, joint_q: torch.Tensor, joint_qd: torch.Tensor):
