@@ -87,11 +87,28 @@ def test_shac_is_built_from_the_env():
 
 
 class _StandardAlgorithm(BaseAlgorithm):
+    """The smallest algorithm of the contract: every phase, no learning."""
+
     def __init__(self, cfg, policy):
         self.cfg, self.policy = cfg, policy
 
-    def update(self, rollout):
+    def begin_update(self):
+        pass
+
+    def accumulate_segment(self, rollout):
+        pass
+
+    def accumulate_complete_rollout(self, rollout, **kwargs):
+        pass
+
+    def accumulate_complete_returns(self, returns, entropy_returns, **kwargs):
+        pass
+
+    def finish_update(self):
         return {}
+
+    def cancel_update(self):
+        pass
 
 
 def test_register_algo_builds_and_guards_names_and_distributed():

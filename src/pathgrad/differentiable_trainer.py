@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pathgrad.algo import APG
+from pathgrad.algo.base import BaseAlgorithm
 from pathgrad.collector import (
     DifferentiableCollector,
     DifferentiableRollout,
@@ -76,7 +76,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         cfg: DifferentiableTrainerCfg,
         env: DifferentiableVecEnv,
         policy: Policy,
-        algorithm: APG,
+        algorithm: BaseAlgorithm,
         writer: SummaryWriter | None = None,
         eval_env: DifferentiableVecEnv | None = None,
         observation_normalizer: RunningObservationNormalizer | None = None,
@@ -87,7 +87,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             raise ValueError("Trainer and APG must reference the same policy instance.")
         if torch.device(env.device) != algorithm.device:
             raise ValueError("Environment and APG must use the same device.")
-        modes = getattr(algorithm, "rollout_modes", ("segmented", "complete"))
+        modes = algorithm.rollout_modes
         if cfg.rollout_mode not in modes:
             raise ValueError(
                 f"{type(algorithm).__name__} supports rollout_mode {list(modes)}, "
@@ -136,7 +136,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             record_action_adjoint_stats=cfg.record_gradient_health,
         )
         self.collector.needs_final_observation = bool(
-            getattr(algorithm, "needs_final_observation", False)
+            algorithm.needs_final_observation
         )
         algorithm.observation_transform = (
             observation_normalizer.normalize if observation_normalizer is not None else None
@@ -232,7 +232,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         if total_updates is not None and total_updates < 0:
             raise ValueError("total_updates cannot be negative.")
         estimated_updates, remaining_updates = planned_updates(self, total_timesteps, total_updates)
-        self.algorithm._prepare_schedule(estimated_updates, remaining_updates)
+        self.algorithm.prepare_schedule(estimated_updates, remaining_updates)
         self.start_time = time.time()
         self._start_step = self.global_step
         self.policy.train()
@@ -249,7 +249,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             ):
                 self.stopped_early = True  # as at the budget: final evaluation follows
                 break
-            self.algorithm._check_schedule_horizon(1)
+            self.algorithm.check_schedule_horizon(1)
             snapshot = UpdateSnapshot.take(self)
 
             def update() -> tuple[int, dict[str, float]]:
@@ -406,9 +406,8 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
             accumulation_scale=1.0 / accumulation_steps,
             action_gradient_stats=result.action_gradient_stats,
         )
-        record_entropy = getattr(self.algorithm, "record_policy_entropy", None)
-        if result.sampled_entropies is not None and callable(record_entropy):
-            record_entropy(result.sampled_entropies)
+        if result.sampled_entropies is not None:
+            self.algorithm.record_policy_entropy(result.sampled_entropies)
         if self.observation_normalizer is not None:
             self.observation_normalizer.update(result.alive_observations)
         return result.num_steps
@@ -428,7 +427,7 @@ class DifferentiableTrainer(CheckpointMixin, EvaluationMixin):
         """Fold finished episodes (of every rank) into the windows, then log the update."""
         self.episodes.flush()
         end_of_update(self)
-        entropy = getattr(self.algorithm, "last_policy_entropy", None)
+        entropy = self.algorithm.last_policy_entropy
         if entropy is not None:
             metrics["policy_entropy"] = entropy
         if self.observation_normalizer is not None:  # rows with NaN/Inf left out of it

@@ -158,7 +158,7 @@ def test_resume_of_a_compiled_update_run_is_exact(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "reason"),
     [
-        ({"algorithm": "ahac_stiffness"}, "the algorithm is StiffnessAHAC, not APG, SHAC or SAPO"),
+        ({"algorithm": "ahac_stiffness"}, "StiffnessAHAC, which declares no compiled_update"),
         (
             {"algorithm": "ahac", "contacts": True},
             "AHAC reads info['contact_forces', 'accelerations']",

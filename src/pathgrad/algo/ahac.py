@@ -132,7 +132,30 @@ class AHAC(SHAC):
         observation_dim: Size of the observation (the critics' input).
     """
 
+    algorithm_name = "ahac"
     step_info_keys = CONTACT_INFO_KEYS  # what compiled rollout chunks must not drop
+    sets_window_length = True
+    compile_blocker = (
+        f"AHAC reads info{list(CONTACT_INFO_KEYS)} of every step, which only Newton envs "
+        "report, and torch cannot compile a Newton step"
+    )
+
+    @classmethod
+    def from_config(cls, cfg: AHACCfg, policy: nn.Module, env: Any = None) -> AHAC:
+        """Built with critics sized by ``env``, which must report contacts.
+
+        Raises:
+            ValueError: If ``env`` is None or reports no contact forces.
+        """
+        observation_dim, _ = cls.env_sizes(env)
+        if not getattr(env, "provides_contact_signal", False):
+            raise ValueError(
+                f"Algorithm 'ahac' needs contact forces from the env (info['contact_forces'] and "
+                f"info['accelerations'] every step); {type(env).__name__} reports none. Use "
+                "'ahac_stiffness' (its horizon follows the window's stiffness) for envs without "
+                "contacts."
+            )
+        return cls(cfg, policy, observation_dim=observation_dim)
 
     def __init__(self, cfg: AHACCfg, policy: nn.Module, observation_dim: int) -> None:
         super().__init__(cfg, policy, observation_dim)
@@ -246,9 +269,9 @@ class AHAC(SHAC):
         )
         return {"value_loss": loss, "critic_passes": float(passes)}
 
-    def _prepare_schedule(self, estimated_updates: int, remaining_updates: int) -> None:
+    def prepare_schedule(self, estimated_updates: int, remaining_updates: int) -> None:
         """Bind the actor's, the critic's and the horizon rate's curves to the budget."""
-        super()._prepare_schedule(estimated_updates, remaining_updates)
+        super().prepare_schedule(estimated_updates, remaining_updates)
         self.adaptive_horizon.schedule.bind_budget(remaining_updates)
 
     def state_dict(self) -> dict[str, Any]:

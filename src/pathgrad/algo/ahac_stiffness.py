@@ -139,6 +139,8 @@ class StiffnessAHAC(SHAC):
         observation_dim: Size of the observation (the critic's input).
     """
 
+    algorithm_name = "ahac_stiffness"
+
     def __init__(self, cfg: StiffnessAHACCfg, policy: nn.Module, observation_dim: int) -> None:
         super().__init__(cfg, policy, observation_dim)
         self.cfg: StiffnessAHACCfg = cfg

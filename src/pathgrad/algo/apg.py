@@ -83,6 +83,8 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
 
     rollout_kind = RolloutKind.DIFFERENTIABLE
     supports_data_parallel = True
+    algorithm_name = "apg"
+    compiled_update = "apg"
 
     def __init__(self, cfg: APGCfg, policy: torch.nn.Module) -> None:
         if cfg.max_grad_norm_before_clip < 0.0:
@@ -110,16 +112,6 @@ class APG(BaseAlgorithm[DifferentiableRollout]):
         self._sampled_entropy_count = 0
         self._num_accumulated_steps = 0
         self._action_gradient_stats: list[BatchedGradientNormStats] = []
-
-    def update(self, rollout: DifferentiableRollout) -> dict[str, float]:
-        """Apply one update from a single rollout segment."""
-        self.begin_update()
-        try:
-            self.accumulate_segment(rollout)
-            return self.finish_update()
-        except Exception:
-            self.cancel_update()
-            raise
 
     def begin_update(self) -> None:
         """Start accumulating an update.

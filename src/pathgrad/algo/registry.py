@@ -27,53 +27,6 @@ __all__ = [
 AlgorithmFactory = Callable[[Any, Any, Any], Any]
 
 
-def _shac(cfg: SHACCfg, policy: Any, env: Any) -> SHAC:
-    if env is None:
-        raise ValueError(
-            "Algorithm 'shac' needs env= to size its critic (env.single_observation_space)."
-        )
-    return SHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
-
-
-def _ahac(cfg: AHACCfg, policy: Any, env: Any) -> AHAC:
-    if env is None:
-        raise ValueError(
-            "Algorithm 'ahac' needs env= to size its critic (env.single_observation_space)."
-        )
-    if not getattr(env, "provides_contact_signal", False):
-        raise ValueError(
-            f"Algorithm 'ahac' needs contact forces from the env (info['contact_forces'] and "
-            f"info['accelerations'] every step); {type(env).__name__} reports none. Use "
-            "'ahac_stiffness' (its horizon follows the window's stiffness) for envs without "
-            "contacts."
-        )
-    return AHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
-
-
-def _ahac_stiffness(cfg: StiffnessAHACCfg, policy: Any, env: Any) -> StiffnessAHAC:
-    if env is None:
-        raise ValueError(
-            "Algorithm 'ahac_stiffness' needs env= to size its critic "
-            "(env.single_observation_space)."
-        )
-    return StiffnessAHAC(cfg, policy, observation_dim=int(env.single_observation_space.shape[-1]))
-
-
-def _sized_by_env(name: str, algorithm_type: type) -> AlgorithmFactory:
-    """A factory of SAPO-like algorithms, sized by the env's observation and action."""
-
-    def factory(cfg: Any, policy: Any, env: Any) -> Any:
-        if env is None:
-            raise ValueError(
-                f"Algorithm '{name}' needs env= to size its critics and its target entropy "
-                "(env.single_observation_space, env.single_action_space)."
-            )
-        observation_dim = int(env.single_observation_space.shape[-1])
-        return algorithm_type(cfg, policy, observation_dim, int(env.single_action_space.shape[-1]))
-
-    return factory
-
-
 def retired_field_error(cfg_type: type, fields: Mapping[str, Any]) -> str | None:
     """A one-line message for the first field of ``fields`` that ``cfg_type`` retired, or None.
 
@@ -108,7 +61,8 @@ def register_algo(
         cfg_type: Its config class (built from ``build_algo``'s mapping).
         algorithm_type: The algorithm class; its ``rollout_kind`` is recorded.
         factory: ``factory(cfg, policy, env) -> algorithm``; by default
-            ``algorithm_type(cfg, policy)``.
+            ``algorithm_type.from_config`` (``algorithm_type(cfg, policy)`` for a
+            class without it).
         replace: Allow replacing an existing entry.
 
     Raises:
@@ -118,6 +72,8 @@ def register_algo(
     if key in ALGORITHMS and not replace:
         raise ValueError(f"Algorithm '{name}' is already registered (pass replace=True).")
     if factory is None:
+        factory = getattr(algorithm_type, "from_config", None)
+    if factory is None:
 
         def factory(cfg: Any, policy: Any, env: Any) -> Any:
             return algorithm_type(cfg, policy)
@@ -126,17 +82,13 @@ def register_algo(
     _ROLLOUT_KINDS[key] = RolloutKind(getattr(algorithm_type, "rollout_kind", "standard"))
 
 
+# one line per algorithm: its class builds itself from its config (from_config)
 register_algo("apg", APGCfg, APG)
-register_algo("shac", SHACCfg, SHAC, factory=_shac)
-register_algo("ahac", AHACCfg, AHAC, factory=_ahac)
-register_algo("sapo", SAPOCfg, SAPO, factory=_sized_by_env("sapo", SAPO))
-register_algo(
-    "sapo_ensemble",
-    SAPOEnsembleCfg,
-    SAPOEnsemble,
-    factory=_sized_by_env("sapo_ensemble", SAPOEnsemble),
-)
-register_algo("ahac_stiffness", StiffnessAHACCfg, StiffnessAHAC, factory=_ahac_stiffness)
+register_algo("shac", SHACCfg, SHAC)
+register_algo("ahac", AHACCfg, AHAC)
+register_algo("sapo", SAPOCfg, SAPO)
+register_algo("sapo_ensemble", SAPOEnsembleCfg, SAPOEnsemble)
+register_algo("ahac_stiffness", StiffnessAHACCfg, StiffnessAHAC)
 
 
 def get_registered_algo_names() -> list[str]:

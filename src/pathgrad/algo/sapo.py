@@ -109,6 +109,12 @@ class SAPOCfg(CriticCfg):
             )
 
 
+# what env.sizes' message says SAPO's sizes come from
+SIZED_BY_OBSERVATION_AND_ACTION = (
+    "its critics and its target entropy (env.single_observation_space, env.single_action_space)"
+)
+
+
 class CriticEnsemble(nn.Module):
     """``K`` independent critic MLPs; ``forward`` stacks their values ``[K, ..., 1]``."""
 
@@ -153,6 +159,15 @@ class SAPO(SHAC):
         observation_dim: Size of the observation (the critics' input).
         action_dim: Size of the action (the default target entropy).
     """
+
+    algorithm_name = "sapo"
+    compiled_update = "critic"
+    differentiates_entropy = True  # the bonus is in every step's reward
+
+    @classmethod
+    def from_config(cls, cfg: SAPOCfg, policy: nn.Module, env: Any = None) -> SAPO:
+        """Built with critics sized by ``env``'s observation, the target entropy by its action."""
+        return cls(cfg, policy, *cls.env_sizes(env, SIZED_BY_OBSERVATION_AND_ACTION))
 
     def __init__(
         self, cfg: SAPOCfg, policy: nn.Module, observation_dim: int, action_dim: int

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from pathgrad.algo.sapo import CriticEnsemble
+from pathgrad.algo.sapo import SIZED_BY_OBSERVATION_AND_ACTION, CriticEnsemble
 from pathgrad.algo.schedules import build_optimizer
 from pathgrad.algo.shac import SHAC, SHACCfg
 from pathgrad.collector import DifferentiableRollout
@@ -96,6 +96,13 @@ class SAPOEnsemble(SHAC):
         observation_dim: Size of the observation (the critics' input).
         action_dim: Size of the action (the default target entropy).
     """
+
+    algorithm_name = "sapo_ensemble"
+
+    @classmethod
+    def from_config(cls, cfg: SAPOEnsembleCfg, policy: nn.Module, env: Any = None) -> Any:
+        """Built with critics sized by ``env``'s observation, the target entropy by its action."""
+        return cls(cfg, policy, *cls.env_sizes(env, SIZED_BY_OBSERVATION_AND_ACTION))
 
     def __init__(
         self, cfg: SAPOEnsembleCfg, policy: nn.Module, observation_dim: int, action_dim: int

@@ -173,8 +173,19 @@ class SHAC(APG):
     """
 
     needs_final_observation = True  # the bootstrap of a truncated episode reads it
-
     rollout_modes = ("segmented",)
+    algorithm_name = "shac"
+    compiled_update = "critic"
+
+    @classmethod
+    def from_config(cls, cfg: CriticCfg, policy: nn.Module, env: Any = None) -> SHAC:
+        """Built with a critic sized by ``env``'s observation."""
+        observation_dim, _ = cls.env_sizes(env)
+        return cls(cfg, policy, observation_dim=observation_dim)
+
+    def compiled_optimizers(self) -> list[tuple[Any, str]]:
+        """The actor's optimizer and the critic's."""
+        return [*super().compiled_optimizers(), (self.critic_optimizer, "the critic optimizer")]
 
     def __init__(self, cfg: CriticCfg, policy: nn.Module, observation_dim: int) -> None:
         super().__init__(cfg, policy)
@@ -436,8 +447,8 @@ class SHAC(APG):
             self.critic_schedule.restart()
         self.critic_schedule.apply(self.critic_optimizer)
 
-    def _prepare_schedule(self, estimated_updates: int, remaining_updates: int) -> None:
+    def prepare_schedule(self, estimated_updates: int, remaining_updates: int) -> None:
         """Bind the actor's and the critic's schedule to the same budget."""
-        super()._prepare_schedule(estimated_updates, remaining_updates)
+        super().prepare_schedule(estimated_updates, remaining_updates)
         self.critic_schedule.bind_budget(remaining_updates)
         self.critic_schedule.apply(self.critic_optimizer)

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pathgrad.algo.ahac import AHAC, CONTACT_INFO_KEYS
-from pathgrad.algo.apg import APG
-from pathgrad.algo.sapo import SAPO
-from pathgrad.algo.shac import SHAC
 from pathgrad.compiled.adam import optimizer_blockers
 from pathgrad.compiled.rollout import supports_fused_steps
 
-__all__ = ["COMPILED_ALGORITHMS", "compiled_update_blockers"]
+__all__ = ["COMPILED_UPDATE_KINDS", "compiled_update_blockers"]
 
-# what pathgrad.compiled.update (APG) and pathgrad.compiled.critic_update (the rest) compile
-COMPILED_ALGORITHMS = (APG, SHAC, SAPO)
+# what an algorithm's ``compiled_update`` may declare: pathgrad.compiled.update compiles
+# "apg" (the actor's update), pathgrad.compiled.critic_update "critic" (actor and critics)
+COMPILED_UPDATE_KINDS = ("apg", "critic")
 
 
 def compiled_update_blockers(
@@ -22,14 +19,13 @@ def compiled_update_blockers(
 ) -> list[str]:
     """Why an update cannot be compiled whole (empty: it can)."""
     reasons = []
-    kind = type(algorithm)
-    if kind is AHAC:
+    kind = getattr(algorithm, "compiled_update", None)
+    if kind not in COMPILED_UPDATE_KINDS:
         reasons.append(
-            f"AHAC reads info{list(CONTACT_INFO_KEYS)} of every step, which only Newton envs "
-            "report, and torch cannot compile a Newton step"
+            getattr(algorithm, "compile_blocker", None)
+            or f"the algorithm is {type(algorithm).__name__}, which declares no compiled_update "
+            "(APG, SHAC and SAPO do)"
         )
-    elif kind not in COMPILED_ALGORITHMS:
-        reasons.append(f"the algorithm is {kind.__name__}, not APG, SHAC or SAPO")
     if rollout_mode != "segmented":
         reasons.append(f"rollout_mode is '{rollout_mode}', not 'segmented'")
     if not supports_fused_steps(env, policy):
@@ -39,7 +35,11 @@ def compiled_update_blockers(
             "per-step gradient hooks are on (action adjoint clipping or "
             "health record, state-gradient decay)"
         )
-    reasons += optimizer_blockers(getattr(algorithm, "optimizer", None))
-    if kind in COMPILED_ALGORITHMS and isinstance(algorithm, SHAC):
-        reasons += optimizer_blockers(algorithm.critic_optimizer, "the critic optimizer")
+    optimizers = (
+        algorithm.compiled_optimizers()
+        if kind in COMPILED_UPDATE_KINDS
+        else [(getattr(algorithm, "optimizer", None), "the optimizer")]
+    )
+    for optimizer, label in optimizers:
+        reasons += optimizer_blockers(optimizer, label)
     return reasons

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pathgrad.algo.shac import SHAC
 from pathgrad.compiled.blockers import compiled_update_blockers
 from pathgrad.compiled.critic_update import CompiledCriticUpdate
 from pathgrad.compiled.rollout import CompiledRolloutChunks, supports_fused_steps
@@ -31,7 +30,9 @@ def compile_training(
     """
     reasons = compiled_update_blockers(algorithm, env, policy, collector, cfg.rollout_mode)
     if cfg.compile_scope == "update" and not reasons:
-        kind = CompiledCriticUpdate if isinstance(algorithm, SHAC) else CompiledAPGUpdate
+        kind = {"apg": CompiledAPGUpdate, "critic": CompiledCriticUpdate}[
+            algorithm.compiled_update
+        ]
         update = kind(
             env,
             policy,
@@ -48,7 +49,7 @@ def compile_training(
         if cfg.compile_scope == "rollout"
         else "the update cannot be compiled: " + "; ".join(reasons)
     )
-    info_keys = tuple(getattr(algorithm, "step_info_keys", ()))
+    info_keys = tuple(algorithm.step_info_keys)
     if info_keys:  # compiled chunks carry only final_observation and metrics
         reason += f" (the algorithm reads info{list(info_keys)}, which rollout chunks drop)"
     if supports_fused_steps(env, policy) and not collector.needs_step_hooks and not info_keys:

@@ -28,13 +28,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.func import functional_call, grad_and_value
 
-from pathgrad.algo.sapo import SAPO
-from pathgrad.algo.shac import SHAC
 from pathgrad.compiled.adam import (
     CompiledClipAdam,
     adam_constants,
@@ -48,6 +46,9 @@ from pathgrad.compiled.rollout import compile_options, policy_env_step
 from pathgrad.compiled.update import record_segment
 from pathgrad.compiled.window_draws import StepInputDraws, chunk_draws
 from pathgrad.core.episodes import EpisodeTracker, first_episode_mask
+
+if TYPE_CHECKING:
+    from pathgrad.algo.shac import SHAC
 
 __all__ = ["CompiledCriticStep", "CompiledCriticUpdate", "StackedWindow"]
 
@@ -192,7 +193,7 @@ class CompiledCriticUpdate:
         deterministic: bool = False,
     ) -> None:
         reasons = compiled_update_blockers(algorithm, env, policy, collector, "segmented")
-        if not isinstance(algorithm, SHAC):
+        if algorithm.compiled_update != "critic":
             reasons.append(f"{type(algorithm).__name__} has no critic (use CompiledAPGUpdate)")
         if reasons:
             raise ValueError("The update cannot be compiled: " + "; ".join(reasons) + ".")
@@ -206,7 +207,7 @@ class CompiledCriticUpdate:
         self.deterministic = bool(deterministic)
         self.draws = StepInputDraws(env, policy, self.deterministic)
         # SAPO's bonus differentiates the entropy; SHAC's only with an entropy coefficient
-        self._entropy_grad = isinstance(algorithm, SAPO) or algorithm.cfg.ent_coef != 0.0
+        self._entropy_grad = algorithm.differentiates_entropy
         cfg = algorithm.cfg
         options = compile_options(env)
         self.guards = GuardSkipping(env, policy, cfg, algorithm.critic)

@@ -27,17 +27,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pathgrad.algo.apg import APG
 from pathgrad.compiled.adam import CompiledClipAdam
 from pathgrad.compiled.blockers import compiled_update_blockers
 from pathgrad.compiled.guards import GuardSkipping
 from pathgrad.compiled.rollout import compile_options, policy_env_step
 from pathgrad.compiled.window_draws import StepInputDraws, chunk_draws
 from pathgrad.core.episodes import EpisodeTracker, first_episode_mask
+
+if TYPE_CHECKING:
+    from pathgrad.algo.apg import APG
 
 __all__ = ["CompiledAPGUpdate", "compiled_update_blockers", "record_segment"]
 

@@ -85,7 +85,7 @@ def attach(trainer: TrainerState, data_parallel: DataParallel) -> None:
             gradients across them.
     """
     trainer.data_parallel = data_parallel
-    if data_parallel.active and not getattr(trainer.algorithm, "supports_data_parallel", False):
+    if data_parallel.active and not trainer.algorithm.supports_data_parallel:
         raise ValueError(
             f"{type(trainer.algorithm).__name__} cannot train data-parallel: it does not "
             "average its gradients across ranks (supports_data_parallel is False)."

@@ -31,7 +31,7 @@ def planned_updates(
     if trainer.cfg.rollout_mode == "complete" and isinstance(
         trainer.env, ScheduledDifferentiableVecEnv
     ):
-        if pending and scheduler_needs_horizon(trainer.algorithm._lr_scheduler_cfg):
+        if pending and any(map(scheduler_needs_horizon, trainer.algorithm.lr_scheduler_cfgs)):
             raise ValueError(
                 "Variable-horizon APG requires total_updates or an explicit scheduler horizon."
             )
@@ -40,8 +40,7 @@ def planned_updates(
         return int(pending), int(pending)
     if trainer.cfg.rollout_mode == "segmented" and sets_windows(trainer.algorithm):
         algorithm = trainer.algorithm
-        curves = getattr(algorithm, "lr_scheduler_cfgs", (algorithm._lr_scheduler_cfg,))
-        if pending and any(scheduler_needs_horizon(cfg) for cfg in curves):
+        if pending and any(map(scheduler_needs_horizon, algorithm.lr_scheduler_cfgs)):
             raise ValueError(
                 f"{type(algorithm).__name__} sets each update's length, so an env-step budget "
                 "does not say how many updates a run takes: give total_updates, or explicit "
@@ -68,4 +67,4 @@ def check_budget(
             (an explicit schedule horizon shorter than the budget, a warmup not
             shorter than it, a variable-horizon budget the schedule cannot use).
     """
-    trainer.algorithm._prepare_schedule(*planned_updates(trainer, total_timesteps, total_updates))
+    trainer.algorithm.prepare_schedule(*planned_updates(trainer, total_timesteps, total_updates))

@@ -1,6 +1,6 @@
 """The length of the next segmented update, which an algorithm may set.
 
-An algorithm with a ``window_steps(default)`` method sets each update's
+An algorithm with ``sets_window_length`` and a ``window_steps(default)`` method sets each update's
 length (AHAC: ``round(H)``); the update is then one window of that many steps,
 collected as one segment. Others run ``trainer.update_horizon`` steps in
 segments of ``segment_length``.
@@ -19,7 +19,7 @@ __all__ = ["next_update_steps", "sets_windows"]
 
 def sets_windows(algorithm: Any) -> bool:
     """Whether ``algorithm`` sets the length of each update (``window_steps``)."""
-    return callable(getattr(algorithm, "window_steps", None))
+    return bool(algorithm.sets_window_length)
 
 
 def next_update_steps(trainer: TrainerState, total_timesteps: int | None) -> tuple[int, int]:
