@@ -68,7 +68,7 @@ def build(env_name: str, num_envs: int, seed: int, checkpoint: str | None = None
     if checkpoint is None:
         config = load_config(ROOT / "configs" / CONFIGS[env_name], [f"trainer.seed={seed}"])
     else:
-        from pathgrad.commands.inspection import load_for_evaluation
+        from pathgrad.runs.loading import load_for_evaluation
 
         config, state, path = load_for_evaluation(Path(checkpoint), "cpu")
     kwargs = env_kwargs(config)
@@ -81,7 +81,7 @@ def build(env_name: str, num_envs: int, seed: int, checkpoint: str | None = None
         torch.manual_seed(seed)
         policy = build_policy(config, env)
     else:
-        from pathgrad.commands.inspection import policy_from_checkpoint
+        from pathgrad.runs.loading import policy_from_checkpoint
 
         policy, normalizer = policy_from_checkpoint(config, state, env, path)
     policy = policy.double()

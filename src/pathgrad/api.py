@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from pathgrad.runs.config import RunConfig, load_config, validate_config
 from pathgrad.runs.config_sources import merge_layers
+from pathgrad.runs.lifecycle import start_run
+from pathgrad.runs.loading import LoadedPolicy, load
 
 __all__ = ["EarlyStopping", "LoadedPolicy", "TrainResult", "load", "train"]
 
@@ -141,65 +141,8 @@ def train(
     Raises:
         ConfigError: For an invalid config (nothing is written then).
     """
-    from pathgrad.commands.training import start_run
-
     resolved = resolve_config(config, overrides)
     extra = list(callbacks) + ([_progress_callback(progress_fn)] if progress_fn else [])
     run_dir, trainer, status = start_run(resolved, list(overrides), extra, quiet=quiet)
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     return TrainResult(run_dir.resolve(), status, summary, trainer.policy, trainer)
-
-
-class LoadedPolicy:
-    """The deterministic policy of a run or checkpoint: normalizer folded in, actions bounded.
-
-    Attributes:
-        config: The run's config.
-        module: The :class:`~pathgrad.export.DeployedPolicy` (a ``torch.nn.Module``).
-        checkpoint_path: The checkpoint it came from.
-        env: A one-env instance of the run's env, to act in.
-    """
-
-    def __init__(
-        self, config: RunConfig, module: torch.nn.Module, checkpoint_path: Path, env: Any
-    ) -> None:
-        self.config, self.module, self.checkpoint_path = config, module, checkpoint_path
-        self.env = env
-
-    @torch.no_grad()
-    def predict(self, observation: Any, deterministic: bool = True) -> Any:
-        """Actions for observations ``[D]`` or ``[B, D]`` (tensor or array; same kind back).
-
-        Raises:
-            ValueError: For ``deterministic=False`` (the loaded policy is its mean).
-        """
-        if not deterministic:
-            raise ValueError("a loaded policy acts deterministically (its mean action).")
-        is_tensor = isinstance(observation, torch.Tensor)
-        dtype = self.module.shift.dtype
-        batch = torch.as_tensor(observation, dtype=dtype)
-        single = batch.ndim == 1
-        actions = self.module(batch.unsqueeze(0) if single else batch)
-        actions = actions[0] if single else actions
-        return actions if is_tensor else actions.numpy()
-
-
-def load(target: str | Path, device: str = "cpu") -> LoadedPolicy:
-    """The policy of a run directory (its latest checkpoint) or of a checkpoint file.
-
-    Raises:
-        UsageError: (``pathgrad.UsageError``, a ValueError) For a missing,
-            malformed or mismatched file, a folder that is not a run directory,
-            or a run whose latest checkpoint has another env or policy sizes.
-    """
-    from pathgrad.commands.inspection import load_for_evaluation, policy_from_checkpoint
-    from pathgrad.core.action_bounds import action_space_bounds
-    from pathgrad.export import DeployedPolicy
-    from pathgrad.runs.run import build_env
-
-    config, checkpoint, path = load_for_evaluation(Path(target), device)
-    env = build_env(config, 1, config.trainer.seed)
-    policy, normalizer = policy_from_checkpoint(config, checkpoint, env, path)
-    bounds = action_space_bounds(env.single_action_space, config.env.device)
-    module = DeployedPolicy(policy, normalizer, bounds).eval()
-    return LoadedPolicy(config, module, path, env)

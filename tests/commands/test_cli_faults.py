@@ -279,7 +279,7 @@ def test_a_signal_during_start_up_ends_the_process_even_where_a_library_would_sw
 def test_the_outcome_names_a_stale_evaluation_as_the_last_one(capsys, tmp_path):
     from types import SimpleNamespace
 
-    from pathgrad.commands.outcome import print_outcome
+    from pathgrad.runs.outcome import print_outcome
 
     trainer = SimpleNamespace(
         global_step=4096,

@@ -14,8 +14,8 @@ MAX_EPISODES = 100
 
 def command_render(args: argparse.Namespace) -> int:
     """Draw ``--episodes`` deterministic episodes into a GIF or MP4."""
-    from pathgrad.api import load
     from pathgrad.rendering import FORMATS, record_episodes, write_animation
+    from pathgrad.runs.loading import load
 
     output = Path(args.output)
     if output.suffix.lower() not in FORMATS:

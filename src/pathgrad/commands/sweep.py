@@ -208,7 +208,7 @@ def _work_done(run_dir: Path) -> dict[str, int]:
 
 def _check_cell(cell: dict[str, Any], config: Any) -> None:
     """Every check the cell's run makes before its first update; the error names the cell."""
-    from pathgrad.commands.start_checks import check_run_can_start
+    from pathgrad.runs.start_checks import check_run_can_start
 
     try:
         check_run_can_start(config)

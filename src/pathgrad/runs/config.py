@@ -150,7 +150,7 @@ def validate_config(data: dict[str, Any]) -> RunConfig:
         raise ConfigError(_with_home(validation_message(error, RunConfig), error, data)) from error
     trainer_config(config)
     algorithm_config(config)
-    env_kwargs(config)
+    env_factory = _checked_env_factory(config)
     _check_policy(config)
     if config.logging.wandb:
         try:
@@ -159,7 +159,40 @@ def validate_config(data: dict[str, Any]) -> RunConfig:
             raise ConfigError(
                 "logging.wandb: true needs the 'wandb' package: pip install 'pathgrad[wandb]'."
             ) from error
+    algorithm_factory, algorithm_cfg_type = get_algorithm(config.algorithm.name)
+    config._resolved = Resolution(
+        env_factory, frozenset(env_parameters(env_factory)), algorithm_factory, algorithm_cfg_type
+    )
     return config
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Resolution:
+    """What validating a config looked up, so that building a run only builds.
+
+    Not part of the config's value: it compares equal to any other (or none).
+    """
+
+    env_factory: Any
+    env_arguments: frozenset[str]
+    algorithm_factory: Any
+    algorithm_cfg_type: type
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, Resolution)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def resolution(config: RunConfig) -> Resolution:
+    """The env factory and algorithm of a validated ``config`` (validated now if it was not).
+
+    Raises:
+        ConfigError: If ``config`` was never validated and is invalid.
+    """
+    if config._resolved is None:
+        config._resolved = validate_config(config.model_dump(mode="python"))._resolved
+    return config._resolved
 
 
 def _check_policy(config: RunConfig) -> None:
@@ -273,6 +306,16 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
     Raises:
         ConfigError: For an unknown env, an unknown argument or a wrong type.
     """
+    _checked_env_factory(config)
+    return {**config.env.cfg, **(config.env.train_cfg if training else {})}
+
+
+def _checked_env_factory(config: RunConfig) -> Any:
+    """The configured env's factory, once its module, name and arguments are checked.
+
+    Raises:
+        ConfigError: For an unknown env, an unknown argument or a wrong type.
+    """
     try:
         import_env_modules(config.env.module)
     except Exception as error:  # noqa: BLE001 - any failing import is a config error
@@ -323,7 +366,7 @@ def env_kwargs(config: RunConfig, *, training: bool = False) -> dict[str, Any]:
         except ValidationError as error:
             raise ConfigError(validation_message(error, model, label)) from error
     _check_capabilities(config, factory)
-    return {**config.env.cfg, **(config.env.train_cfg if training else {})}
+    return factory
 
 
 def _check_capabilities(config: RunConfig, factory: Any) -> None:

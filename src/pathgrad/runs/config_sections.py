@@ -13,7 +13,15 @@ import re
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from pathgrad.algo.registry import ALGORITHMS
 from pathgrad.core.devices import device_problem
@@ -219,6 +227,8 @@ class RunConfig(Section):
     trainer: TrainerSection = Field(default_factory=TrainerSection)  # type: ignore[valid-type]
     eval: EvalSection = Field(default_factory=EvalSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
+    # What validation looked up (pathgrad.runs.config.Resolution), for building; not a value.
+    _resolved: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _one_budget(self) -> RunConfig:

@@ -19,7 +19,6 @@ from typing import Any
 
 import torch
 
-from pathgrad.algo.registry import get_algorithm
 from pathgrad.core.atomic_files import atomic_write
 from pathgrad.core.checkpoint_index import json_safe
 from pathgrad.core.crash_report import user_line
@@ -27,17 +26,8 @@ from pathgrad.core.env_contract import EnvContractError
 from pathgrad.differentiable_trainer import DifferentiableTrainer
 from pathgrad.distributed.context import rank_seed
 from pathgrad.distributed.sync import DataParallel
-from pathgrad.env import build_learning_env, get_learning_env_factory
 from pathgrad.policies import GaussianMLPPolicy, Policy
-from pathgrad.runs.config import (
-    ConfigError,
-    RunConfig,
-    algorithm_config,
-    dump_config,
-    env_kwargs,
-    trainer_config,
-)
-from pathgrad.runs.key_homes import env_parameters
+from pathgrad.runs.config import ConfigError, RunConfig, dump_config, resolution, trainer_config
 from pathgrad.squashed_normal import SquashedNormalPolicy
 
 __all__ = [
@@ -180,8 +170,9 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
 
     ``training``: the training envs, built with ``env.train_cfg`` over ``env.cfg``.
     """
-    kwargs = env_kwargs(config, training=training)
-    accepted = env_parameters(get_learning_env_factory(config.env.name))
+    resolved = resolution(config)
+    kwargs = {**config.env.cfg, **(config.env.train_cfg if training else {})}
+    accepted = resolved.env_arguments
     if "dtype" in accepted:
         kwargs["dtype"] = config.env.dtype
     elif config.env.dtype != "float32":
@@ -189,8 +180,8 @@ def build_env(config: RunConfig, num_envs: int, seed: int, *, training: bool = F
     if "seed" in accepted:
         kwargs["seed"] = seed
     try:
-        return build_learning_env(
-            config.env.name, num_envs=num_envs, device=config.env.device, **kwargs
+        return resolved.env_factory(
+            num_envs=num_envs, device=torch.device(config.env.device), **kwargs
         )
     except EnvContractError:  # the env's own code, not its configuration: said as it is
         raise
@@ -274,9 +265,12 @@ def build_run(
     evaluates = config.eval.frequency_steps > 0 or config.eval.final  # final: the reference's
     eval_env = build_env(config, config.eval.num_envs, seed + 1) if evaluates else None
     policy = build_policy(config, env)
-    build_algorithm, _ = get_algorithm(config.algorithm.name)
+    resolved = resolution(config)
     try:
-        algorithm = build_algorithm(algorithm_config(config), policy, env)
+        algorithm_cfg = resolved.algorithm_cfg_type(
+            **{"device": config.env.device, **config.algorithm.cfg}
+        )
+        algorithm = resolved.algorithm_factory(algorithm_cfg, policy, env)
         trainer_cfg = trainer_config(config, run_dir / "checkpoints")
         trainer_cfg.use_wandb = trainer_cfg.use_wandb and data_parallel.is_main
         if data_parallel.rank > 0:

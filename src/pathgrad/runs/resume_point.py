@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.checkpoint import INDEX_FILENAME, read_checkpoint, read_index
-from pathgrad.commands import UsageError
 from pathgrad.core.checkpoint_index import index_entry, write_index
 from pathgrad.runs.config_edits import config_edits, describe_edits
+from pathgrad.runs.errors import UsageError
 
 __all__ = ["ResumePoint", "check_config_unedited", "choose_resume_point"]
 
