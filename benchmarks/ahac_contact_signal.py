@@ -19,7 +19,7 @@ import torch
 import pathgrad
 from pathgrad.algo.adaptive_horizon import contact_values
 from pathgrad.envs.newton import DiffRLAnt
-from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
+from pathgrad.envs.newton.engine.contact_signal import CONTACT_SIGNAL_FRAMES
 
 
 def step_values(policy: str, frame: str, num_envs: int, steps: int, seed: int) -> torch.Tensor:

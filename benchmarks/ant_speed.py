@@ -13,7 +13,7 @@ alike:
   nothing;
 - and the mass matrix's adjoint written out instead of Warp's tile adjoint;
 - and inverse dynamics differentiated from the lighter equivalent kernel
-  (:mod:`pathgrad.envs.newton.rigid_id_adjoint`; today's).
+  (:mod:`pathgrad.envs.newton.engine.rigid_id_adjoint`; today's).
 
 Prints a Markdown table of median env-steps/s (forward without a graph
 excluded: the window is forward+backward, as SHAC trains) and the ratio to the
@@ -70,8 +70,9 @@ def variant(
     attributes: dict[str, Any], keep_mass_matrix: bool, written_out: bool, light_rigid_id: bool
 ) -> type:
     """``DiffRLAnt`` with ``attributes``, its mass matrix kept or evaluated again, its
-    adjoint Warp's or written out (:mod:`pathgrad.envs.newton.inertia_adjoint`), inverse
-    dynamics' adjoint Warp's or the light kernel's (:mod:`pathgrad.envs.newton.rigid_id_adjoint`).
+    adjoint Warp's or written out (:mod:`pathgrad.envs.newton.engine.inertia_adjoint`),
+    inverse dynamics' adjoint Warp's or the light kernel's
+    (:mod:`pathgrad.envs.newton.engine.rigid_id_adjoint`).
     """
 
     class Variant(DiffRLAnt):

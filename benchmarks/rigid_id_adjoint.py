@@ -1,6 +1,6 @@
 """Milliseconds of Featherstone's inverse-dynamics kernel and its adjoint: Newton's
 ``eval_rigid_id`` as Warp differentiates it against the light kernel of
-:mod:`pathgrad.envs.newton.rigid_id_adjoint`, per robot.
+:mod:`pathgrad.envs.newton.engine.rigid_id_adjoint`, per robot.
 
 Each robot runs a 2-step window (so that the bridge records and keeps its tapes),
 then the recorded launch of a substep that reuses the mass matrix is launched
@@ -21,7 +21,7 @@ import torch
 import warp as wp
 
 from pathgrad.envs.newton import DiffRLAnt, DiffRLHalfCheetah, DiffRLHopper, DiffRLHumanoid
-from pathgrad.envs.newton.rigid_id_adjoint import (
+from pathgrad.envs.newton.engine.rigid_id_adjoint import (
     launch_on_recorded,
     light_rigid_id,
     recorded_rigid_id_launches,

@@ -164,5 +164,5 @@ def test_the_check_finds_an_upward_import():
     assert upward_imports(graph) == [
         "pathgrad.checkpoint (reference core) imports pathgrad.runs.run (runs)"
     ]
-    assert layer_of("pathgrad.envs.newton.bridge") == 1
+    assert layer_of("pathgrad.envs.newton.engine.bridge") == 1
     assert layer_of("pathgrad.environment") is None  # a prefix names whole modules only

@@ -24,7 +24,7 @@ from pathgrad.rendering.newton_bodies import (  # noqa: E402
     shape_points,
 )
 
-ARM = ROOT / "src/pathgrad/envs/newton/assets/planar_arm.xml"
+ARM = ROOT / "src/pathgrad/envs/newton/robots/assets/planar_arm.xml"
 QUICK = ["trainer.total_updates=1", "env.num_envs=4", "eval.frequency_steps=0",
          "logging.tensorboard=false", "trainer.update_horizon=null"]  # fmt: skip
 

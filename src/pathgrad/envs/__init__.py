@@ -32,14 +32,14 @@ __all__ = [
 
 # Envs on optional engines: imported when first used (pip install 'pathgrad[newton]').
 register_learning_env(
-    "NewtonCartPoleSwingUp", "pathgrad.envs.newton.cartpole:NewtonCartPoleSwingUp"
+    "NewtonCartPoleSwingUp", "pathgrad.envs.newton.robots.cartpole:NewtonCartPoleSwingUp"
 )
-register_learning_env("NewtonReacher", "pathgrad.envs.newton.reacher:NewtonReacher")
+register_learning_env("NewtonReacher", "pathgrad.envs.newton.robots.reacher:NewtonReacher")
 register_learning_env(
     "NewtonPlanarReach",
     "pathgrad.experimental.newton.planar_reach:make_newton_planar_reach_env",
 )
-register_learning_env("NewtonAnt", "pathgrad.envs.newton.ant:NewtonAnt")
+register_learning_env("NewtonAnt", "pathgrad.envs.newton.robots.ant:NewtonAnt")
 _GYMNASIUM_TASKS = {  # Gymnasium's v5 MuJoCo tasks, on Newton: module -> tasks
     "gymnasium_locomotion": ("Hopper", "Walker2d", "HalfCheetah"),
     "gymnasium_floating_base": ("Ant", "Humanoid", "HumanoidStandup"),
@@ -49,9 +49,10 @@ _GYMNASIUM_TASKS = {  # Gymnasium's v5 MuJoCo tasks, on Newton: module -> tasks
 for _module, _tasks in _GYMNASIUM_TASKS.items():
     for _task in _tasks:
         register_learning_env(
-            f"Gymnasium{_task}", f"pathgrad.envs.newton.{_module}:Gymnasium{_task}"
+            f"Gymnasium{_task}", f"pathgrad.envs.newton.robots.{_module}:Gymnasium{_task}"
         )
-register_learning_env("DiffRLAnt", "pathgrad.envs.newton.diffrl_ant:DiffRLAnt")
-register_learning_env("DiffRLHopper", "pathgrad.envs.newton.diffrl_hopper:DiffRLHopper")
-register_learning_env("DiffRLHalfCheetah", "pathgrad.envs.newton.diffrl_cheetah:DiffRLHalfCheetah")
-register_learning_env("DiffRLHumanoid", "pathgrad.envs.newton.diffrl_humanoid:DiffRLHumanoid")
+_ROBOTS = "pathgrad.envs.newton.robots"
+register_learning_env("DiffRLAnt", f"{_ROBOTS}.diffrl_ant:DiffRLAnt")
+register_learning_env("DiffRLHopper", f"{_ROBOTS}.diffrl_hopper:DiffRLHopper")
+register_learning_env("DiffRLHalfCheetah", f"{_ROBOTS}.diffrl_cheetah:DiffRLHalfCheetah")
+register_learning_env("DiffRLHumanoid", f"{_ROBOTS}.diffrl_humanoid:DiffRLHumanoid")

@@ -33,7 +33,7 @@ def test_a_negative_or_nan_entry_is_named(robot, value):
 
 
 def test_overrides_replace_only_their_entries():
-    from pathgrad.envs.newton.contact_materials import contact_model_with
+    from pathgrad.envs.newton.engine.contact_materials import contact_model_with
 
     defaults = {"contact_ke": 1.0, "contact_kd": 2.0}
     assert contact_model_with(defaults, {"contact_kd": 3.0}) == {
@@ -45,6 +45,6 @@ def test_overrides_replace_only_their_entries():
 
 @pytest.mark.parametrize("robot", [DiffRLHopper, DiffRLHalfCheetah], ids=lambda r: r.__name__)
 def test_each_planar_robot_defaults_every_contact_model_entry(robot):
-    from pathgrad.envs.newton.planar import CONTACT_MODEL_KEYS
+    from pathgrad.envs.newton.robots.diffrl_planar import CONTACT_MODEL_KEYS
 
     assert sorted(robot.contact_defaults) == sorted(CONTACT_MODEL_KEYS)

@@ -99,7 +99,7 @@ def test_world_origin_frame_is_dflexs_wrench_about_the_origin_and_velocity_produ
 
 
 def test_an_unknown_contact_signal_frame_is_named():
-    from pathgrad.envs.newton.contact_signal import ContactSignal
+    from pathgrad.envs.newton.engine.contact_signal import ContactSignal
 
     env = DiffRLAnt(1, seed=0)
     sim = env.simulation
@@ -149,7 +149,7 @@ def test_the_mass_matrix_holding_simulation_keeps_every_option_of_the_env(name):
     """The simulation a DiffRL env builds last (its mass matrix held per step) gets the
     options of the one it replaces: here a contact frame and a contact capacity."""
     import pathgrad.envs.newton as newton_envs
-    from pathgrad.envs.newton.diffrl_ant import MassMatrixCachingSimulation
+    from pathgrad.envs.newton.engine.mass_matrix import MassMatrixCachingSimulation
 
     cls = type(name, (getattr(newton_envs, name),),
                {"contact_signal_frame": "body", "contacts_per_shape_pair": 3})  # fmt: skip

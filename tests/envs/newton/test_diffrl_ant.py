@@ -12,8 +12,8 @@ newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad
 from helpers import assert_same_windows, window_with_gradients  # noqa: E402
 from pathgrad.env import build_learning_env  # noqa: E402
 from pathgrad.envs.newton import DiffRLAnt, NewtonSimulation  # noqa: E402
-from pathgrad.envs.newton.ant import REST_JOINT_ANGLES  # noqa: E402
-from pathgrad.envs.newton.diffrl_ant import MassMatrixCachingSimulation  # noqa: E402
+from pathgrad.envs.newton.engine.mass_matrix import MassMatrixCachingSimulation  # noqa: E402
+from pathgrad.envs.newton.robots.ant import REST_JOINT_ANGLES  # noqa: E402
 
 
 def _settled(steps: int = 30, **kwargs) -> tuple[DiffRLAnt, dict[str, torch.Tensor]]:
@@ -192,7 +192,7 @@ def test_contacts_kept_from_the_forward_pass_give_the_same_gradients_bit_for_bit
 
 def test_the_backward_pass_reads_the_contacts_it_kept(monkeypatch):
     """Loading no contacts into the backward pass changes the gradients: the record is used."""
-    from pathgrad.envs.newton.saved_arrays import SavedArrays
+    from pathgrad.envs.newton.engine.saved_arrays import SavedArrays
 
     env = DiffRLAnt(2, seed=0)
     _, _, right = window_with_gradients(env, 24)

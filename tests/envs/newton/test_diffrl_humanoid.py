@@ -11,8 +11,8 @@ newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad
 
 from pathgrad.env import build_learning_env  # noqa: E402
 from pathgrad.envs.newton import DiffRLHumanoid, NewtonSimulation  # noqa: E402
-from pathgrad.envs.newton.diffrl_ant import MassMatrixCachingSimulation  # noqa: E402
-from pathgrad.envs.newton.diffrl_humanoid import MOTOR_STRENGTHS  # noqa: E402
+from pathgrad.envs.newton.engine.mass_matrix import MassMatrixCachingSimulation  # noqa: E402
+from pathgrad.envs.newton.robots.diffrl_humanoid import MOTOR_STRENGTHS  # noqa: E402
 
 # (radius, half-length of the cylinder) of every capsule and the radii of the spheres of
 # DiffRL's humanoid.xml (head, hands).

@@ -11,7 +11,7 @@ newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad
 
 from pathgrad.env import build_learning_env  # noqa: E402
 from pathgrad.envs.newton import DiffRLHalfCheetah, DiffRLHopper, NewtonSimulation  # noqa: E402
-from pathgrad.envs.newton.diffrl_ant import MassMatrixCachingSimulation  # noqa: E402
+from pathgrad.envs.newton.engine.mass_matrix import MassMatrixCachingSimulation  # noqa: E402
 from pathgrad.testing import check_env, check_env_gradients  # noqa: E402
 
 ENVS = {"DiffRLHopper": DiffRLHopper, "DiffRLHalfCheetah": DiffRLHalfCheetah}

@@ -14,8 +14,8 @@ pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 gymnasium = pytest.importorskip("gymnasium")
 
-from pathgrad.envs.newton.bridge import NewtonSimulation  # noqa: E402
-from pathgrad.envs.newton.gymnasium_control import (  # noqa: E402
+from pathgrad.envs.newton.engine.bridge import NewtonSimulation  # noqa: E402
+from pathgrad.envs.newton.robots.gymnasium_control import (  # noqa: E402
     GymnasiumInvertedDoublePendulum,
     GymnasiumInvertedPendulum,
     GymnasiumReacher,

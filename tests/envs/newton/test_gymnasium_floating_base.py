@@ -16,7 +16,7 @@ gymnasium = pytest.importorskip("gymnasium")
 
 from gymnasium.envs.mujoco.humanoid_v5 import mass_center  # noqa: E402
 
-from pathgrad.envs.newton.gymnasium_floating_base import (  # noqa: E402
+from pathgrad.envs.newton.robots.gymnasium_floating_base import (  # noqa: E402
     GymnasiumAnt,
     GymnasiumHumanoid,
     GymnasiumHumanoidStandup,

@@ -13,7 +13,7 @@ pytest.importorskip("newton")
 pytest.importorskip("mujoco")
 gymnasium = pytest.importorskip("gymnasium")
 
-from pathgrad.envs.newton.gymnasium_locomotion import (  # noqa: E402
+from pathgrad.envs.newton.robots.gymnasium_locomotion import (  # noqa: E402
     GymnasiumHalfCheetah,
     GymnasiumHopper,
     GymnasiumWalker2d,

@@ -13,8 +13,8 @@ pytest.importorskip("newton")
 pytest.importorskip("mujoco")
 gymnasium = pytest.importorskip("gymnasium")
 
-from pathgrad.envs.newton.gymnasium_pusher import GymnasiumPusher  # noqa: E402
-from pathgrad.envs.newton.kinematics import rotate  # noqa: E402
+from pathgrad.envs.newton.engine.kinematics import rotate  # noqa: E402
+from pathgrad.envs.newton.robots.gymnasium_pusher import GymnasiumPusher  # noqa: E402
 
 GOAL = (0.45, -0.05, -0.323)  # the goal body's place in pusher_v5.xml (qpos 0)
 

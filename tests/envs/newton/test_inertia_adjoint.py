@@ -13,8 +13,10 @@ newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad
 import warp as wp  # noqa: E402
 
 from helpers import window_with_gradients  # noqa: E402
-from pathgrad.envs.newton import DiffRLAnt, NewtonAnt, inertia_adjoint  # noqa: E402
-from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep  # noqa: E402
+from pathgrad.envs.newton import DiffRLAnt, NewtonAnt  # noqa: E402
+from pathgrad.envs.newton.engine import inertia_adjoint  # noqa: E402
+from pathgrad.envs.newton.engine.bridge import NewtonSimulation, NewtonStep  # noqa: E402
+from pathgrad.envs.newton.robots import reacher  # noqa: E402
 
 
 def _tile_launch(env):
@@ -89,7 +91,7 @@ def test_a_window_s_gradients_are_those_of_warp_s_tile_adjoint(cls, monkeypatch)
         replaced.append(original(tape))
         return replaced[-1]
 
-    monkeypatch.setattr("pathgrad.envs.newton.bridge.replace_tile_adjoints", counting)
+    monkeypatch.setattr("pathgrad.envs.newton.engine.bridge.replace_tile_adjoints", counting)
     windows = []
     for written_out in (False, True):
         env = cls(4, seed=0)
@@ -109,7 +111,7 @@ def test_the_cpu_bridge_uses_the_written_out_adjoint():
 def _scene_of_two_sizes():
     """Two planar arms (2 hinges) around a hopper (4 joints, 6 DOFs): one tile launch
     per articulation size, each over its own views of the solver's J, M, H and L."""
-    assets = Path(inertia_adjoint.__file__).parent / "assets"
+    assets = Path(reacher.__file__).parent / "assets"
     builder = newton.ModelBuilder()
     for name in ("planar_arm.xml", "diffrl_hopper.xml", "planar_arm.xml"):
         builder.add_mjcf(str(assets / name))
@@ -121,7 +123,7 @@ def test_articulations_of_several_sizes_get_warp_s_gradients(keep_intermediates,
     replaced = []
     original = inertia_adjoint.replace_tile_adjoints
     monkeypatch.setattr(
-        "pathgrad.envs.newton.bridge.replace_tile_adjoints",
+        "pathgrad.envs.newton.engine.bridge.replace_tile_adjoints",
         lambda tape: replaced.append(original(tape)) or replaced[-1],
     )
     gradients = []

@@ -9,8 +9,8 @@ newton = pytest.importorskip("newton", reason="the Newton backend needs pathgrad
 
 import pathgrad.envs.newton as backend  # noqa: E402
 from helpers import assert_same_windows, window_with_gradients  # noqa: E402
-from pathgrad.envs.newton import kept_intermediates  # noqa: E402
-from pathgrad.envs.newton.saved_arrays import SavedArrays  # noqa: E402
+from pathgrad.envs.newton.engine import kept_intermediates  # noqa: E402
+from pathgrad.envs.newton.engine.saved_arrays import SavedArrays  # noqa: E402
 
 
 def _recomputing(cls):
@@ -91,7 +91,7 @@ def test_rows_handed_out_are_never_overwritten_and_released_buffers_are_reused(m
     (the returned tensor or any view of it), and the pool is bounded."""
     import warp as wp
 
-    from pathgrad.envs.newton import saved_arrays
+    from pathgrad.envs.newton.engine import saved_arrays
 
     array = wp.zeros(8, dtype=wp.float32, device="cpu")
     saved = SavedArrays([array], 2)

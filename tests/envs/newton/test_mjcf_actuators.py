@@ -13,7 +13,7 @@ pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
 from pathgrad.envs.newton import NewtonEnv  # noqa: E402
-from pathgrad.envs.newton.mjcf_actuators import read_mjcf_motors  # noqa: E402
+from pathgrad.envs.newton.model_files.mjcf_actuators import read_mjcf_motors  # noqa: E402
 
 ARM = """<mujoco>
   <option timestep="{timestep}" gravity="0 0 -9.81"/>
@@ -119,7 +119,7 @@ def test_an_env_step_recomputes_the_forces_at_every_file_timestep(tmp_path):
 def test_the_actuator_force_is_differentiable_in_float64():
     from types import SimpleNamespace
 
-    from pathgrad.envs.newton.mjcf_actuators import FileActuation, MjcfMotor
+    from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation, MjcfMotor
 
     motors = [MjcfMotor("a", 2.0, None, "position", 3.0, (0.0, -3.0, -0.5), (-1.0, 1.0)),
               MjcfMotor("b", 1.0, None, "general", 2.0, (0.1, -1.0, -0.2), None),

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("newton")
 
-from pathgrad.envs.newton.model_checks import check_model_file  # noqa: E402
-from pathgrad.envs.newton.reacher import ASSET, NewtonReacher  # noqa: E402
+from pathgrad.envs.newton.engine.model_checks import check_model_file  # noqa: E402
+from pathgrad.envs.newton.robots.reacher import ASSET, NewtonReacher  # noqa: E402
 
 ARM = ASSET.read_text()
 

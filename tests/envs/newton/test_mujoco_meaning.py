@@ -22,7 +22,7 @@ import newton  # noqa: E402
 import warp as wp  # noqa: E402
 
 from pathgrad.envs.newton import NewtonEnv  # noqa: E402
-from pathgrad.envs.newton.mujoco_meaning import _D6  # noqa: E402
+from pathgrad.envs.newton.model_files.mujoco_meaning import _D6  # noqa: E402
 from pathgrad.testing.mujoco_states import inside_the_ranges, random_state  # noqa: E402
 
 GYMNASIUM_FILES = sorted(

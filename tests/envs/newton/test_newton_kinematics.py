@@ -17,7 +17,7 @@ from pathgrad.envs.newton import (  # noqa: E402
     NewtonEnv,
     NewtonReacher,
 )
-from pathgrad.envs.newton.reacher import ASSET  # noqa: E402
+from pathgrad.envs.newton.robots.reacher import ASSET  # noqa: E402
 from pathgrad.testing import check_env_gradients  # noqa: E402
 
 TIP = (0.5, 0.0, 0.0)  # the Reacher's fingertip in the forearm's frame

@@ -15,13 +15,13 @@ import warm_processes
 
 pytest.importorskip("newton")
 
-from pathgrad.envs.newton.reacher import ASSET  # noqa: E402
+from pathgrad.envs.newton.robots.reacher import ASSET  # noqa: E402
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 MODULE = textwrap.dedent(
     """
     from pathgrad import register_learning_env
-    from pathgrad.envs.newton.reacher import NewtonReacher
+    from pathgrad.envs.newton.robots.reacher import NewtonReacher
 
 
     @register_learning_env("MyArm")
@@ -68,7 +68,7 @@ def test_a_missing_model_file_is_one_line_naming_where_it_was_looked_for(tmp_pat
 def test_a_given_relative_model_file_is_looked_for_here_then_beside_the_module(
     tmp_path, monkeypatch
 ):
-    from pathgrad.envs.newton.reacher import NewtonReacher
+    from pathgrad.envs.newton.robots.reacher import NewtonReacher
 
     monkeypatch.chdir(tmp_path)
     env = object.__new__(NewtonReacher)  # the lookup needs no model

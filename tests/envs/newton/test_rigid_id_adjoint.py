@@ -17,9 +17,9 @@ from pathgrad.envs.newton import (  # noqa: E402
     DiffRLHopper,
     DiffRLHumanoid,
     NewtonAnt,
-    rigid_id_adjoint,
 )
-from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep  # noqa: E402
+from pathgrad.envs.newton.engine import rigid_id_adjoint  # noqa: E402
+from pathgrad.envs.newton.engine.bridge import NewtonSimulation, NewtonStep  # noqa: E402
 
 _OUTPUT_NAMES = (
     "body_qd",
@@ -152,7 +152,7 @@ def test_a_window_s_gradients_are_those_of_warp_s_adjoint(cls, monkeypatch):
     replaced = []
     original = rigid_id_adjoint.replace_rigid_id_adjoints
     monkeypatch.setattr(
-        "pathgrad.envs.newton.bridge.replace_rigid_id_adjoints",
+        "pathgrad.envs.newton.engine.bridge.replace_rigid_id_adjoints",
         lambda tape: replaced.append(original(tape)) or replaced[-1],
     )
     windows = []

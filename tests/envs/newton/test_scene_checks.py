@@ -143,7 +143,7 @@ def test_the_stable_substep_of_a_spring_damper_is_that_of_semi_implicit_euler(
 ):
     """Velocities then positions, as Featherstone: bounded just below the bound, growing
     just above it (the spring and damper each within their own bound in the first case)."""
-    from pathgrad.envs.newton.stability import _stable_substep
+    from pathgrad.envs.newton.engine.stability import _stable_substep
 
     bound = _stable_substep(stiffness, damping, mass)
 

@@ -1,4 +1,8 @@
-"""Newton (NVIDIA Warp) as a pathgrad backend: ``NewtonEnv`` and tasks built on it.
+"""Newton (NVIDIA Warp) as a pathgrad backend: ``NewtonEnv`` and the robots built on it.
+
+Layout: ``base.py`` (:class:`NewtonEnv`, what a robot subclasses), ``engine/`` (the
+bridge to torch: autograd step, graphs, adjoints, stability and model checks),
+``model_files/`` (robot files with MuJoCo's meaning) and ``robots/`` (the tasks).
 
 Needs the optional extra: ``pip install 'pathgrad[newton]'`` (``newton`` and
 ``warp-lang``). Warp's start-up, missing-CUDA-driver and module-load messages
@@ -20,15 +24,15 @@ except ImportError as _error:  # pragma: no cover - depends on the installation
         f"pathgrad.envs.newton needs Newton and Warp: pip install 'pathgrad[newton]' ({_error})."
     ) from _error
 
-from pathgrad.envs.newton.ant import NewtonAnt  # noqa: E402
 from pathgrad.envs.newton.base import NewtonEnv  # noqa: E402
-from pathgrad.envs.newton.bridge import NewtonSimulation, NewtonStep  # noqa: E402
-from pathgrad.envs.newton.cartpole import NewtonCartPoleSwingUp  # noqa: E402
-from pathgrad.envs.newton.diffrl_ant import DiffRLAnt  # noqa: E402
-from pathgrad.envs.newton.diffrl_cheetah import DiffRLHalfCheetah  # noqa: E402
-from pathgrad.envs.newton.diffrl_hopper import DiffRLHopper  # noqa: E402
-from pathgrad.envs.newton.diffrl_humanoid import DiffRLHumanoid  # noqa: E402
-from pathgrad.envs.newton.reacher import NewtonReacher  # noqa: E402
+from pathgrad.envs.newton.engine.bridge import NewtonSimulation, NewtonStep  # noqa: E402
+from pathgrad.envs.newton.robots.ant import NewtonAnt  # noqa: E402
+from pathgrad.envs.newton.robots.cartpole import NewtonCartPoleSwingUp  # noqa: E402
+from pathgrad.envs.newton.robots.diffrl_ant import DiffRLAnt  # noqa: E402
+from pathgrad.envs.newton.robots.diffrl_cheetah import DiffRLHalfCheetah  # noqa: E402
+from pathgrad.envs.newton.robots.diffrl_hopper import DiffRLHopper  # noqa: E402
+from pathgrad.envs.newton.robots.diffrl_humanoid import DiffRLHumanoid  # noqa: E402
+from pathgrad.envs.newton.robots.reacher import NewtonReacher  # noqa: E402
 
 __all__ = [
     "DiffRLAnt",

@@ -8,7 +8,7 @@ for the built-in envs. A subclass gives the model (:meth:`build_world`, or a
 distribution, reward, observation, termination, metrics and optional extra
 joint forces (only the reward is required: the initial state defaults to the
 model's pose and the observation to ``joint_q`` and ``joint_qd``). One env step
-is one autograd function through :class:`~pathgrad.envs.newton.bridge.NewtonSimulation`;
+is one autograd function through :class:`~pathgrad.envs.newton.engine.bridge.NewtonSimulation`;
 :meth:`NewtonEnv.body_poses` and :meth:`NewtonEnv.body_point` give body poses
 and points of a state by Newton's forward kinematics, differentiable in torch.
 """
@@ -28,19 +28,22 @@ from gymnasium.spaces import Box
 
 from pathgrad.core.env_contract import EnvContractError
 from pathgrad.envs.base import BatchedDifferentiableEnv, State
-from pathgrad.envs.newton.actuation import (
+from pathgrad.envs.newton.engine.actuation import (
     action_scales,
     actuated_dofs,
     check_positive_integers,
     control_range,
     per_dof,
 )
-from pathgrad.envs.newton.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
-from pathgrad.envs.newton.contact_capacity import ContactCapacityWatch, contact_capacity_problems
-from pathgrad.envs.newton.contact_signal import CONTACT_SIGNAL_FRAMES
-from pathgrad.envs.newton.gradient_check_start import GradientCheckStarts
-from pathgrad.envs.newton.kinematics import BodyPoses, NewtonKinematics
-from pathgrad.envs.newton.model_checks import (
+from pathgrad.envs.newton.engine.bridge import NewtonBodyStep, NewtonSimulation, NewtonStep
+from pathgrad.envs.newton.engine.contact_capacity import (
+    ContactCapacityWatch,
+    contact_capacity_problems,
+)
+from pathgrad.envs.newton.engine.contact_signal import CONTACT_SIGNAL_FRAMES
+from pathgrad.envs.newton.engine.gradient_check_start import GradientCheckStarts
+from pathgrad.envs.newton.engine.kinematics import BodyPoses, NewtonKinematics
+from pathgrad.envs.newton.engine.model_checks import (
     check_finite_model,
     check_masses,
     fixed_urdf_root,
@@ -48,16 +51,16 @@ from pathgrad.envs.newton.model_checks import (
     limit_units,
     unread_motors,
 )
-from pathgrad.envs.newton.model_file import RobotFileMixin, load_model_file
-from pathgrad.envs.newton.mujoco_meaning import MujocoCoordinates
-from pathgrad.envs.newton.scene_checks import (
+from pathgrad.envs.newton.engine.scene_checks import (
     check_free_joint_quaternions,
     floor_without_contacts,
     ground_penetration,
     has_floor,
 )
-from pathgrad.envs.newton.stability import instability_hint, steps_are_stable
-from pathgrad.envs.newton.state_names import column_labels, state_column_name
+from pathgrad.envs.newton.engine.stability import instability_hint, steps_are_stable
+from pathgrad.envs.newton.engine.state_names import column_labels, state_column_name
+from pathgrad.envs.newton.model_files.model_file import RobotFileMixin, load_model_file
+from pathgrad.envs.newton.model_files.mujoco_meaning import MujocoCoordinates
 
 __all__ = ["NewtonEnv"]
 

@@ -19,7 +19,7 @@ pathgrad's version of the reference's FK-only Newton task (EmbodiChain,
   (so every target is reachable).
 
 Gradients flow through the clamps and through Newton's FK adjoint
-(:class:`~pathgrad.envs.newton.kinematics.NewtonBodyPoses`), so reward and
+(:class:`~pathgrad.envs.newton.engine.kinematics.NewtonBodyPoses`), so reward and
 observation are differentiable in the action and in the carried joint angles.
 Beyond the reference, ``step`` gives pathgrad's ``info["final_observation"]`` and
 ``info["metrics"]``, and the env has ``max_episode_steps`` and ``state_dict()``.
@@ -37,7 +37,7 @@ import torch
 import warp as wp
 from gymnasium.spaces import Box
 
-from pathgrad.envs.newton.kinematics import NewtonBodyPoses, NewtonKinematics
+from pathgrad.envs.newton.engine.kinematics import NewtonBodyPoses, NewtonKinematics
 from pathgrad.utils import configclass
 
 __all__ = ["NewtonPlanarReachEnv", "NewtonPlanarReachEnvCfg", "make_newton_planar_reach_env"]

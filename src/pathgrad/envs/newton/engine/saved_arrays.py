@@ -11,7 +11,7 @@ from the forward pass instead, bit for bit:
   from body poses computed again, was about a third of the recompute's kernel
   time on ``DiffRLAnt``;
 - the mass matrix and its Cholesky factor where substeps reuse them
-  (:class:`~pathgrad.envs.newton.diffrl_ant.MassMatrixCachingSimulation`),
+  (:class:`~pathgrad.envs.newton.engine.mass_matrix.MassMatrixCachingSimulation`),
   which the backward pass otherwise evaluates again with a whole substep.
 
 :class:`SavedArrays` keeps a list of arrays as one byte row per slot

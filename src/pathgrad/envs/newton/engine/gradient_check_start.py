@@ -21,7 +21,7 @@ import newton
 import numpy as np
 import torch
 
-from pathgrad.envs.newton.kinematics import rotate
+from pathgrad.envs.newton.engine.kinematics import rotate
 
 __all__ = ["GradientCheckStarts"]
 

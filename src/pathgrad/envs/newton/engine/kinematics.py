@@ -20,7 +20,7 @@ import torch
 import warp as wp
 
 from pathgrad.envs.base import State
-from pathgrad.envs.newton.bridge import run_captured, torch_ordered_stream
+from pathgrad.envs.newton.engine.bridge import run_captured, torch_ordered_stream
 
 __all__ = ["BodyPoses", "NewtonBodyPoses", "NewtonKinematics", "rotate"]
 

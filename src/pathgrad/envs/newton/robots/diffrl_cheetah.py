@@ -1,7 +1,8 @@
 """DiffRLHalfCheetah: the HalfCheetah task of the SHAC paper (Xu et al., ICLR 2022) in Newton.
 
 DiffRL's ``CheetahEnv`` (dflex; ``envs/cheetah.py``, ``envs/assets/half_cheetah.xml``),
-rebuilt from its published facts on :class:`~pathgrad.envs.newton.planar.DiffRLPlanarEnv`
+rebuilt from its published facts on
+:class:`~pathgrad.envs.newton.robots.diffrl_planar.DiffRLPlanarEnv`
 (which holds the facts shared with the Hopper and how Newton's contact law differs from
 dflex's):
 
@@ -12,7 +13,7 @@ dflex's):
   each + 10); ranges as DiffRL's file, whose front foot range [-3.1, -0.3] excludes the
   start angle 0 (its limit spring acts from the first step).
 - Action (6): 200 N m per unit on every hinge (the MJCF's gears are not used by DiffRL).
-- Contact ke 2e4 N/m, kd 1e3 (4 here: dflex's kd d at rest, see ``planar``), kf 1e3,
+- Contact ke 2e4 N/m, kd 1e3 (4 here: dflex's kd d at rest, see ``diffrl_base``), kf 1e3,
   mu 1.0; joint limits ke 1e3, kd 10; armature 0.1
   on every DOF.
 - Observation (17): z offset of the torso, pitch, six hinge angles, nine joint velocities.
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pathgrad.envs.newton.planar import DiffRLPlanarEnv
+from pathgrad.envs.newton.robots.diffrl_planar import DiffRLPlanarEnv
 
 __all__ = ["DIFFRL_CHEETAH_CONTACT_MODEL", "DiffRLHalfCheetah"]
 
@@ -44,7 +45,7 @@ DIFFRL_CHEETAH_CONTACT_MODEL = {
 class DiffRLHalfCheetah(DiffRLPlanarEnv):
     """The SHAC paper's HalfCheetah (see the module docstring for its definition).
 
-    Args: as :class:`~pathgrad.envs.newton.planar.DiffRLPlanarEnv`.
+    Args: as :class:`~pathgrad.envs.newton.robots.diffrl_planar.DiffRLPlanarEnv`.
     """
 
     observation_dim = 17

@@ -1,9 +1,9 @@
 """Loading a robot file (MJCF or URDF) into a Newton world, as its author meant it.
 
-An MJCF file keeps MuJoCo's meaning (:mod:`pathgrad.envs.newton.mujoco_meaning`):
+An MJCF file keeps MuJoCo's meaning (:mod:`pathgrad.envs.newton.model_files.mujoco_meaning`):
 its joints pivot where MuJoCo pivots them, ``joint_q`` holds MuJoCo's ``qpos``,
 ``settotalmass`` scales the masses, and what Featherstone cannot express is
-named in one warning (:mod:`pathgrad.envs.newton.mjcf_options`). A file whose
+named in one warning (:mod:`pathgrad.envs.newton.model_files.mjcf_options`). A file whose
 ``<option>`` Newton's importer rejects (``solver="PGS"``: MuJoCo's solver
 settings, which Featherstone has no use for) loads without Newton reading its
 options. A body whose joints one Newton joint cannot hold (hinges about different
@@ -20,22 +20,22 @@ from xml.etree import ElementTree
 
 import torch
 
-from pathgrad.envs.newton.bridge import NewtonSimulation
-from pathgrad.envs.newton.mjcf_actuators import FileActuation
-from pathgrad.envs.newton.mjcf_file import parse_mjcf
-from pathgrad.envs.newton.mjcf_joint_frames import split_joint_frames
-from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
-from pathgrad.envs.newton.mjcf_options import (
+from pathgrad.envs.newton.engine.bridge import NewtonSimulation
+from pathgrad.envs.newton.engine.model_checks import check_model_file
+from pathgrad.envs.newton.engine.stability import stable_substeps
+from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
+from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_joint_frames import split_joint_frames
+from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
+from pathgrad.envs.newton.model_files.mjcf_options import (
     MjcfMotor,
     MjcfOptions,
     read_mjcf_motors,
     read_mjcf_options,
     scale_total_mass,
 )
-from pathgrad.envs.newton.mjcf_tendons import TendonForces, read_fixed_tendons
-from pathgrad.envs.newton.model_checks import check_model_file
-from pathgrad.envs.newton.mujoco_meaning import MujocoCoordinates, apply_mujoco_meaning
-from pathgrad.envs.newton.stability import stable_substeps
+from pathgrad.envs.newton.model_files.mjcf_tendons import TendonForces, read_fixed_tendons
+from pathgrad.envs.newton.model_files.mujoco_meaning import MujocoCoordinates, apply_mujoco_meaning
 
 __all__ = ["RobotFileMixin", "load_model_file"]
 
@@ -149,7 +149,7 @@ class RobotFileMixin:
         self, qpos: torch.Tensor, qvel: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(joint_q, joint_qd)`` of MuJoCo's ``qpos [N, nq]``, ``qvel [N, nv]`` (batched,
-        differentiable; see :mod:`pathgrad.envs.newton.mujoco_meaning`)."""
+        differentiable; see :mod:`pathgrad.envs.newton.model_files.mujoco_meaning`)."""
         return self._mujoco_map().joint_state_from_mujoco(qpos, qvel)
 
     def mujoco_from_joint_state(

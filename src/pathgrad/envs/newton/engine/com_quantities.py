@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import warp as wp
 
-from pathgrad.envs.newton.kinematics import NewtonKinematics, rotate
+from pathgrad.envs.newton.engine.kinematics import NewtonKinematics, rotate
 
 __all__ = ["BodyMotion", "NewtonBodyMotion", "NewtonBodyTwists", "cinert", "cvel", "mass_centre"]
 

@@ -14,7 +14,7 @@ DiffRL's ``HumanoidEnv`` (dflex), rebuilt from its published facts (NVlabs/DiffR
 - Action (21), clipped to [-1, 1]: hinge torque ``0.35 x`` DiffRL's motor strengths (200
   on the abdomen, hips x and z; 600 hip y, 400 knees, 100 ankles and shoulders, 200
   elbows): 70, 210, 140 or 35 N m per unit.
-- Ground contact ke 2e4 N/m, kd 5e3 N s/m (applied as 12.5 here, see ``planar``: dflex's
+- Ground contact ke 2e4 N/m, kd 5e3 N s/m (applied as 12.5 here, see ``diffrl_base``: dflex's
   ``kd d`` at the standing penetration, 2.5 mm with 40.8 kg on the eight end spheres of the
   foot capsules), kf 1e3, mu 0.75. Each shape collides with the ground only.
 - 48 substeps per env step of 1/60 s, the mass matrix evaluated once per step (SHAC's
@@ -47,15 +47,8 @@ from typing import Any
 import torch
 
 from pathgrad.envs.base import State, check_constants
-from pathgrad.envs.newton.actuation import check_positive_integers
-from pathgrad.envs.newton.base import NewtonEnv
-from pathgrad.envs.newton.contact_materials import (
-    contact_model_with,
-    ground_shape_config,
-    set_contact_materials,
-)
-from pathgrad.envs.newton.diffrl_ant import hold_mass_matrix
-from pathgrad.envs.newton.kinematics import rotate
+from pathgrad.envs.newton.engine.kinematics import rotate
+from pathgrad.envs.newton.robots.diffrl_base import DiffRLRobot
 
 __all__ = ["DIFFRL_HUMANOID_CONTACT_MODEL", "DiffRLHumanoid", "MOTOR_STRENGTHS"]
 
@@ -80,7 +73,7 @@ MOTOR_STRENGTHS = {
 TARGET = (200.0, 0.0)  # heading target (x, y), m: DiffRL's, 200 m ahead of the start
 
 
-class DiffRLHumanoid(NewtonEnv):
+class DiffRLHumanoid(DiffRLRobot):
     """The SHAC paper's Humanoid (see the module docstring for its definition).
 
     Args:
@@ -96,9 +89,10 @@ class DiffRLHumanoid(NewtonEnv):
 
     observation_dim = 76
     action_dim = 21
-    default_max_episode_steps = 1000
     default_model_file = str(Path(__file__).parent / "assets" / "diffrl_humanoid.xml")
-    mujoco_meaning = False  # DiffRL's robots keep the import they were tuned on
+    actuated = tuple(MOTOR_STRENGTHS)
+    contact_defaults = DIFFRL_HUMANOID_CONTACT_MODEL
+    first_hinge_dof = 6  # the free root keeps the file's constants (dflex: not damped)
     contacts_per_shape_pair = 2  # a capsule or sphere on the ground: at most 2 points
     start_height = 1.35
     height_tolerance = 0.1  # the height term's top, above the termination height (m)
@@ -126,52 +120,27 @@ class DiffRLHumanoid(NewtonEnv):
             positive={"motor_scale": motor_scale},
             non_negative={"action_penalty": action_penalty},
         )
-        check_positive_integers(substeps=substeps, mass_matrix_interval=mass_matrix_interval)
-        self.contact_model = contact_model_with(DIFFRL_HUMANOID_CONTACT_MODEL, contact_model)
         self.action_penalty = float(action_penalty)
         self.termination_height = float(termination_height)
-        self.stochastic_init = bool(stochastic_init)
-        self.mass_matrix_interval = int(mass_matrix_interval)
         super().__init__(
             num_envs,
             device,
+            action_scale=[motor_scale * strength for strength in MOTOR_STRENGTHS.values()],
+            stochastic_init=stochastic_init,
             dt=dt,
             substeps=substeps,
-            actuated_joints=list(MOTOR_STRENGTHS),
-            action_scale=[motor_scale * strength for strength in MOTOR_STRENGTHS.values()],
-            contacts=True,
-            solver="featherstone",
+            mass_matrix_interval=mass_matrix_interval,
+            contact_model=contact_model,
             solver_options=solver_options,
             capture=capture,
             dtype=dtype,
             max_episode_steps=max_episode_steps,
             seed=seed,
         )
-        hold_mass_matrix(self, self.mass_matrix_interval)
         # The torso's centre of mass in its frame: the observed velocity is its origin's.
         com = self.simulation.model.body_com.numpy()[0]
         self.torso_com = torch.tensor(com, dtype=self.dtype, device=self.device)
         self.target = torch.tensor(TARGET, dtype=self.dtype, device=self.device)
-
-    # Model ---------------------------------------------------------------------------
-
-    def model_file_options(self) -> dict[str, Any]:
-        return {"enable_self_collisions": False, "parse_visuals": False}  # dflex: ground only
-
-    def build_world(self, builder: Any) -> None:
-        """The asset, then dflex's joint-limit and contact constants on it."""
-        super().build_world(builder)
-        model = self.contact_model
-        for dof in range(6, builder.joint_dof_count):  # the hinges (the root is free)
-            builder.joint_limit_ke[dof] = model["limit_ke"]
-            builder.joint_damping[dof] += model["limit_kd"]  # dflex's always-on limit damping
-            builder.joint_limit_kd[dof] = 0.0
-            builder.joint_target_ke[dof] = 0.0
-            builder.joint_target_kd[dof] = 0.0
-        set_contact_materials(builder, model)
-
-    def ground_config(self) -> Any:
-        return ground_shape_config(self.contact_model)
 
     # Task ----------------------------------------------------------------------------
 
@@ -200,9 +169,6 @@ class DiffRLHumanoid(NewtonEnv):
             "action": action,
             "time": state["time"].detach() + self.dt,
         }
-
-    def _dynamics_and_reward(self, state: State, action: torch.Tensor) -> tuple[State, Any]:
-        return super()._dynamics_and_reward(state, action.clamp(-1.0, 1.0))
 
     def origin_velocity(self, state: State) -> torch.Tensor:
         """World velocity ``[N, 3]`` of the torso's origin (Newton's root velocity is its COM's)."""
@@ -246,9 +212,7 @@ class DiffRLHumanoid(NewtonEnv):
         return progress + 0.1 * up + heading + height - penalty
 
     def _terminated(self, state: State) -> torch.Tensor:
-        joint_q, joint_qd = state["joint_q"], state["joint_qd"]
-        finite = torch.isfinite(joint_q).all(-1) & torch.isfinite(joint_qd).all(-1)
-        return ~finite | (joint_q[:, 2] < self.termination_height)
+        return self._not_finite(state) | (state["joint_q"][:, 2] < self.termination_height)
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         distance = state["joint_q"][:, 0].detach()

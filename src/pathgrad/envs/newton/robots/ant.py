@@ -12,7 +12,7 @@ import torch
 
 from pathgrad.envs.base import State, check_constants
 from pathgrad.envs.newton.base import NewtonEnv
-from pathgrad.envs.newton.contact_materials import (
+from pathgrad.envs.newton.engine.contact_materials import (
     contact_model_with,
     ground_shape_config,
     set_contact_materials,

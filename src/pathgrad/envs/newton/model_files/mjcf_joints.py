@@ -1,7 +1,7 @@
 """The joints of an MJCF file as MuJoCo reads them: per body, in the file's order.
 
 Newton's importer keeps less of a joint than MuJoCo means by it (one pivot
-per body, no ``ref``); :mod:`pathgrad.envs.newton.mujoco_meaning` restores the
+per body, no ``ref``); :mod:`pathgrad.envs.newton.model_files.mujoco_meaning` restores the
 rest from what this module reads: each joint's type, anchor (``pos``), axis
 and ``ref``, with ``<default>`` classes, ``childclass`` and the compiler's
 angle unit applied as MuJoCo applies them.
@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from pathgrad.envs.newton.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
 
 __all__ = ["MjcfBody", "MjcfJoint", "child_bodies", "default_classes", "read_mjcf_joints"]
 

@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from pathgrad.envs.newton.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
 
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
            "check_finite_model", "check_masses", "fixed_urdf_root", "flat_inertias", "limit_units",

@@ -31,8 +31,8 @@ import torch
 
 from pathgrad.envs.base import State
 from pathgrad.envs.newton.base import NewtonEnv
-from pathgrad.envs.newton.gymnasium_locomotion import gymnasium_asset
-from pathgrad.envs.newton.mjcf_options import read_mjcf_options
+from pathgrad.envs.newton.model_files.mjcf_options import read_mjcf_options
+from pathgrad.envs.newton.robots.gymnasium_locomotion import gymnasium_asset
 
 __all__ = ["GymnasiumPusher"]
 

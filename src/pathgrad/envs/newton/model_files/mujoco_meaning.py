@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from pathgrad.envs.newton.mjcf_joints import MjcfBody, MjcfJoint
+from pathgrad.envs.newton.model_files.mjcf_joints import MjcfBody, MjcfJoint
 
 __all__ = ["MujocoCoordinates", "apply_mujoco_meaning"]
 
@@ -165,7 +165,8 @@ def apply_mujoco_meaning(
 ) -> tuple[MujocoCoordinates, list[str]]:
     """Give the joints Newton imported from an MJCF file MuJoCo's pivots and zeros.
 
-    ``bodies``: the file's bodies (:func:`~pathgrad.envs.newton.mjcf_joints.read_mjcf_joints`);
+    ``bodies``: the file's bodies
+    (:func:`~pathgrad.envs.newton.model_files.mjcf_joints.read_mjcf_joints`);
     ``first_body``/``first_joint``: the builder's counts before the import. Returns the
     coordinate map and what could not be given MuJoCo's meaning (one line each).
     """

@@ -23,8 +23,8 @@ from xml.etree import ElementTree
 
 import torch
 
-from pathgrad.envs.newton.mjcf_file import parse_mjcf
-from pathgrad.envs.newton.mjcf_joints import default_classes
+from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_joints import default_classes
 
 __all__ = ["FixedTendon", "TendonForces", "read_fixed_tendons"]
 

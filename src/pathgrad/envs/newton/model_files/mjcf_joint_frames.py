@@ -54,7 +54,7 @@ def needs_joint_frames(joints: list[dict[str, str]]) -> bool:
 def split_joint_frames(root: ElementTree.Element) -> list[str]:
     """Rewrite, in place, each body whose joints need it as a chain of joint frames;
     the names of the bodies rewritten."""
-    from pathgrad.envs.newton.mjcf_joints import child_bodies, default_classes
+    from pathgrad.envs.newton.model_files.mjcf_joints import child_bodies, default_classes
 
     classes = default_classes(root)
     rewritten: list[str] = []

@@ -22,9 +22,9 @@ from xml.etree import ElementTree
 
 import torch
 
-from pathgrad.envs.newton.mjcf_file import parse_mjcf
-from pathgrad.envs.newton.mjcf_joints import default_classes
-from pathgrad.envs.newton.mjcf_tendons import moments, read_fixed_tendons
+from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_joints import default_classes
+from pathgrad.envs.newton.model_files.mjcf_tendons import moments, read_fixed_tendons
 
 __all__ = ["FileActuation", "MjcfMotor", "read_mjcf_motors"]
 

@@ -16,9 +16,9 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from pathgrad.envs.newton.mjcf_actuators import MjcfMotor, read_mjcf_motors
-from pathgrad.envs.newton.mjcf_file import parse_mjcf
-from pathgrad.envs.newton.mjcf_tendons import read_fixed_tendons
+from pathgrad.envs.newton.model_files.mjcf_actuators import MjcfMotor, read_mjcf_motors
+from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_tendons import read_fixed_tendons
 
 __all__ = ["MjcfMotor", "MjcfOptions", "read_mjcf_motors", "read_mjcf_options", "scale_total_mass"]
 

@@ -29,12 +29,12 @@ import torch
 
 from pathgrad.envs.base import State
 from pathgrad.envs.newton.base import NewtonEnv
-from pathgrad.envs.newton.bridge import NewtonSimulation
-from pathgrad.envs.newton.gymnasium_locomotion import GymnasiumLocomotion, gymnasium_asset
-from pathgrad.envs.newton.mjcf_file import parse_mjcf
-from pathgrad.envs.newton.mjcf_joints import read_mjcf_joints
-from pathgrad.envs.newton.model_file import load_model_file
-from pathgrad.envs.newton.stability import stable_substeps
+from pathgrad.envs.newton.engine.bridge import NewtonSimulation
+from pathgrad.envs.newton.engine.stability import stable_substeps
+from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
+from pathgrad.envs.newton.model_files.model_file import load_model_file
+from pathgrad.envs.newton.robots.gymnasium_locomotion import GymnasiumLocomotion, gymnasium_asset
 
 __all__ = ["GymnasiumControl", "GymnasiumInvertedDoublePendulum", "GymnasiumInvertedPendulum",
            "GymnasiumReacher", "GymnasiumSwimmer", "InertiaBoxFluid"]  # fmt: skip

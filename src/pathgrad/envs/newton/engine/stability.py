@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from pathgrad.envs.newton.scene_checks import ground_penetration
+from pathgrad.envs.newton.engine.scene_checks import ground_penetration
 
 __all__ = ["instability_hint", "stable_substeps", "steps_are_stable", "stiff_terms"]
 

@@ -1,13 +1,14 @@
 """DiffRLHopper: the Hopper task of the SHAC paper (Xu et al., ICLR 2022) in Newton's Featherstone.
 
 DiffRL's ``HopperEnv`` (dflex; ``envs/hopper.py``, ``envs/assets/hopper.xml``), rebuilt from
-its published facts on :class:`~pathgrad.envs.newton.planar.DiffRLPlanarEnv` (which holds
+its published facts on :class:`~pathgrad.envs.newton.robots.diffrl_planar.DiffRLPlanarEnv`
+(which holds
 the facts shared with the HalfCheetah and how Newton's contact law differs from dflex's):
 
 - ``assets/diffrl_hopper.xml``: torso, thigh, leg and foot capsules (15.8 kg at
   1000 kg/m^3), the torso's origin 1.25 m up at the start. Hinges (thigh, leg, foot;
   axis -y) limited to [-2.618, 0], [-2.618, 0], [-0.785, 0.785] rad, damping 2 + 10.
-- Contact ke 2e4 N/m, kd 1e3 (4 here: dflex's kd d at rest, see ``planar``), kf 1e3,
+- Contact ke 2e4 N/m, kd 1e3 (4 here: dflex's kd d at rest, see ``diffrl_base``), kf 1e3,
   mu 0.9; joint limits ke 1e3, kd 10; armature 1.0
   on every DOF (root slides and pitch too).
 - Observation (11): z offset of the torso (0 at the start), pitch, the three hinge
@@ -32,7 +33,7 @@ from typing import Any
 import torch
 
 from pathgrad.envs.base import State
-from pathgrad.envs.newton.planar import DiffRLPlanarEnv
+from pathgrad.envs.newton.robots.diffrl_planar import DiffRLPlanarEnv
 
 __all__ = ["DIFFRL_HOPPER_CONTACT_MODEL", "DiffRLHopper"]
 
@@ -52,7 +53,7 @@ class DiffRLHopper(DiffRLPlanarEnv):
 
     Args:
         termination_height: z offset of the torso below which the episode ends (m).
-        Others as :class:`~pathgrad.envs.newton.planar.DiffRLPlanarEnv`.
+        Others as :class:`~pathgrad.envs.newton.robots.diffrl_planar.DiffRLPlanarEnv`.
     """
 
     observation_dim = 11

@@ -1,6 +1,6 @@
 """Warp operations the bridge runs: captured graphs on torch's stream, and the
 external-wrench fix that Featherstone's adjoint needs (see
-:mod:`pathgrad.envs.newton.bridge`)."""
+:mod:`pathgrad.envs.newton.engine.bridge`)."""
 
 from __future__ import annotations
 

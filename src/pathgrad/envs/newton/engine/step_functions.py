@@ -2,7 +2,7 @@
 
 ``simulation.forward`` steps without a tape and returns each substep's input;
 ``simulation.backward`` turns the output adjoints into the input adjoints
-(:mod:`pathgrad.envs.newton.bridge`).
+(:mod:`pathgrad.envs.newton.engine.bridge`).
 """
 
 from __future__ import annotations

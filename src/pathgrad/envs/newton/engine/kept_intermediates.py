@@ -14,7 +14,7 @@ the next (the model's) are not kept; nor are the control (the step's forces
 are loaded for every substep), the carried coordinates of the substep's input
 (loaded from the saved input), the contact set (kept by the bridge's
 ``saved_contacts``) or arrays a caller keeps otherwise (the held mass matrix of
-:class:`~pathgrad.envs.newton.diffrl_ant.MassMatrixCachingSimulation`).
+:class:`~pathgrad.envs.newton.engine.mass_matrix.MassMatrixCachingSimulation`).
 :func:`kept_arrays` returns ``None`` where a tape holds an array it cannot place
 (the bridge then recomputes, as before).
 """
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import warp as wp
 
-from pathgrad.envs.newton.saved_arrays import SavedArrays
+from pathgrad.envs.newton.engine.saved_arrays import SavedArrays
 
 __all__ = ["KeptIntermediates", "keep_intermediates", "kept_arrays"]
 

@@ -1,6 +1,6 @@
 """Gymnasium's v5 Ant, Humanoid and HumanoidStandup on Newton, from Gymnasium's own files.
 
-As :mod:`pathgrad.envs.newton.gymnasium_locomotion`: the installed ``gymnasium``
+As :mod:`pathgrad.envs.newton.robots.gymnasium_locomotion`: the installed ``gymnasium``
 package's ``ant.xml``, ``humanoid.xml``, ``humanoidstandup.xml`` with MuJoCo's
 meaning (``qpos``/``qvel``, masses, motors' gear and ``ctrlrange``, floor), v5's
 observation, reward, termination, reset noise and frame skip, the env step split
@@ -33,9 +33,9 @@ from typing import Any
 import torch
 
 from pathgrad.envs.base import State
-from pathgrad.envs.newton.com_quantities import BodyMotion, cinert, cvel, mass_centre
-from pathgrad.envs.newton.gymnasium_locomotion import GymnasiumLocomotion
-from pathgrad.envs.newton.kinematics import rotate
+from pathgrad.envs.newton.engine.com_quantities import BodyMotion, cinert, cvel, mass_centre
+from pathgrad.envs.newton.engine.kinematics import rotate
+from pathgrad.envs.newton.robots.gymnasium_locomotion import GymnasiumLocomotion
 
 __all__ = ["GymnasiumAnt", "GymnasiumHumanoid", "GymnasiumHumanoidStandup"]
 

@@ -9,9 +9,9 @@ keeps its mass matrix and Cholesky factors on the solver object,
 NVIDIA/warp#260) then hold the values of the substep being differentiated.
 What the forward pass computed is kept and put back rather than computed again
 (the same gradients, bit for bit): the contact set it detected
-(:mod:`~pathgrad.envs.newton.saved_arrays`; collision detection is not
+(:mod:`~pathgrad.envs.newton.engine.saved_arrays`; collision detection is not
 differentiated) and, for Featherstone, every intermediate its adjoint reads,
-under a tape recorded once (:mod:`~pathgrad.envs.newton.kept_intermediates`).
+under a tape recorded once (:mod:`~pathgrad.envs.newton.engine.kept_intermediates`).
 ``keep_contacts=False`` and ``keep_intermediates=False`` recompute them instead,
 for less memory.
 
@@ -42,13 +42,16 @@ import newton
 import torch
 import warp as wp
 
-from pathgrad.envs.newton.contact_signal import ContactSignal
-from pathgrad.envs.newton.inertia_adjoint import replace_tile_adjoints
-from pathgrad.envs.newton.kept_intermediates import KeptIntermediates, keep_intermediates
-from pathgrad.envs.newton.rigid_id_adjoint import covers_joint_types, replace_rigid_id_adjoints
-from pathgrad.envs.newton.saved_arrays import SavedArrays, contact_detection_arrays
-from pathgrad.envs.newton.step_functions import NewtonBodyStep, NewtonStep
-from pathgrad.envs.newton.warp_graphs import (
+from pathgrad.envs.newton.engine.contact_signal import ContactSignal
+from pathgrad.envs.newton.engine.inertia_adjoint import replace_tile_adjoints
+from pathgrad.envs.newton.engine.kept_intermediates import KeptIntermediates, keep_intermediates
+from pathgrad.envs.newton.engine.rigid_id_adjoint import (
+    covers_joint_types,
+    replace_rigid_id_adjoints,
+)
+from pathgrad.envs.newton.engine.saved_arrays import SavedArrays, contact_detection_arrays
+from pathgrad.envs.newton.engine.step_functions import NewtonBodyStep, NewtonStep
+from pathgrad.envs.newton.engine.warp_graphs import (
     restore_external_forces,
     run_captured,
     torch_ordered_stream,
@@ -97,17 +100,17 @@ class NewtonSimulation:
             a step that needs more drops contacts (:meth:`contact_overflow`).
         contact_signal_frame: Frame of the contact signal (Featherstone with
             contacts): ``world_origin`` (dflex's, AHAC's) or ``body``
-            (:mod:`pathgrad.envs.newton.contact_signal`).
+            (:mod:`pathgrad.envs.newton.engine.contact_signal`).
         capture: Replay the step's Warp operations as captured graphs (same
             results, bit for bit; ``False`` launches every kernel from Python).
         keep_contacts: Keep each forward substep's contacts for the backward
             pass instead of detecting them again (same gradients, bit for bit;
-            :mod:`pathgrad.envs.newton.saved_arrays`, memory per env step
+            :mod:`pathgrad.envs.newton.engine.saved_arrays`, memory per env step
             ``substeps x`` ``saved_contacts.bytes_per_slot``).
         keep_intermediates: Featherstone: keep every intermediate of each forward
             substep that its adjoint reads, so that the backward pass computes
             nothing again (same gradients, bit for bit;
-            :mod:`pathgrad.envs.newton.kept_intermediates`).
+            :mod:`pathgrad.envs.newton.engine.kept_intermediates`).
     """
 
     def __init__(

@@ -12,31 +12,16 @@ Facts of DiffRL (imgeorgiev/DiffRL, NVlabs/DiffRL: ``envs/hopper.py``, ``envs/ch
 - Observation: joint coordinates without the x slide, then every joint velocity
   (``joint_q[1:]``, ``joint_qd``); the forward velocity ``joint_qd[0]`` is the reward's
   progress term.
-- dflex's per-DOF constants: the armature of the task on every DOF (root ones too);
-  joint limits ``limit_ke`` 1e3 N m/rad; ``limit_kd`` 10 acts on every slide and hinge
-  at all times (dflex's ``jcalc_tau`` adds ``-limit_kd qd`` whether or not a limit is
-  violated), so it is added here to each DOF's passive damping (the MJCF's, root ones 0)
-  and Newton's limit damping, which acts only beyond a limit, is set to 0.
-
-Contact law (dflex ``eval_rigid_contacts_art``, which its articulated integrator runs):
-the contact points are the two end spheres of each capsule, as Newton's capsule-plane
-contacts; the normal force is ``ke d + kd d v`` (``d`` penetration, ``v`` approach speed)
-and the friction ``min(kf |v_t|, mu ke d)`` against the sliding direction (a disc capped
-at mu times the elastic part). Newton's normal force is ``ke d + kd v`` (its damping does
-not scale with the penetration) and its friction ``kf v_t`` capped in length at
-``mu (ke d + kd v)``. With the same constants Newton's contacts would be far more
-damped: at the hopper's standing penetration (about 4 mm per foot sphere) dflex's
-damping is ``kd d`` = 4 N s/m against Newton's 1e3, and Newton's normal force jumps by
-``kd v`` when a sphere touches down (dflex's starts from 0). So ``contact_kd`` is
-dflex's damping at that resting penetration, 4 (as DiffRLAnt's is); the other constants
-are DiffRL's, and ``contact_model`` can set any of them.
+- dflex's per-DOF constants (:mod:`~pathgrad.envs.newton.robots.diffrl_base`, with
+  its contact law): the armature of the task on every DOF (root ones too); joint limits
+  ``limit_ke`` 1e3 N m/rad; ``limit_kd`` 10 on every slide and hinge at all times.
 
 Gradients: Newton 1.8's Featherstone converts the contact wrenches in place
 (``eval_rigid_tau``) and its adjoint then reads the converted values; for these robots,
 whose root joint does not carry the solve origin along, the gradients with respect to
 positions in contact came out wrong (moving the robot along x changed the next state).
 The bridge undoes the conversion before each taped substep is backpropagated
-(:func:`pathgrad.envs.newton.bridge.restore_external_forces`).
+(:func:`pathgrad.envs.newton.engine.bridge.restore_external_forces`).
 """
 
 from __future__ import annotations
@@ -47,14 +32,7 @@ from typing import Any
 import torch
 
 from pathgrad.envs.base import State, check_constants
-from pathgrad.envs.newton.actuation import check_positive_integers
-from pathgrad.envs.newton.base import NewtonEnv
-from pathgrad.envs.newton.contact_materials import (
-    contact_model_with,
-    ground_shape_config,
-    set_contact_materials,
-)
-from pathgrad.envs.newton.diffrl_ant import hold_mass_matrix
+from pathgrad.envs.newton.robots.diffrl_base import DiffRLRobot
 
 __all__ = ["CONTACT_MODEL_KEYS", "DiffRLPlanarEnv"]
 
@@ -62,7 +40,7 @@ CONTACT_MODEL_KEYS = ("armature", "limit_ke", "limit_kd", "contact_ke", "contact
                       "contact_kf", "mu")  # fmt: skip
 
 
-class DiffRLPlanarEnv(NewtonEnv):
+class DiffRLPlanarEnv(DiffRLRobot):
     """A DiffRL planar runner (see the module docstring); subclasses give the task.
 
     Subclasses set ``default_model_file``, ``actuated``, ``contact_defaults`` (the
@@ -82,12 +60,8 @@ class DiffRLPlanarEnv(NewtonEnv):
         Others as :class:`~pathgrad.envs.newton.base.NewtonEnv`.
     """
 
-    actuated: tuple[str, ...] = ()
-    contact_defaults: Mapping[str, float] = {}
     start_z = 0.0
     noise = (0.0, 0.0, 0.0, 0.0)
-    default_max_episode_steps = 1000
-    mujoco_meaning = False  # DiffRL's robots keep the import they were tuned on
 
     def __init__(
         self,
@@ -112,20 +86,16 @@ class DiffRLPlanarEnv(NewtonEnv):
             positive={"action_strength": action_strength},
             non_negative={"action_penalty": action_penalty},
         )
-        check_positive_integers(substeps=substeps, mass_matrix_interval=mass_matrix_interval)
-        self.contact_model = contact_model_with(self.contact_defaults, contact_model)
         self.action_penalty = float(action_penalty)
-        self.stochastic_init = bool(stochastic_init)
-        self.mass_matrix_interval = int(mass_matrix_interval)
         super().__init__(
             num_envs,
             device,
+            action_scale=action_strength,
+            stochastic_init=stochastic_init,
             dt=dt,
             substeps=substeps,
-            actuated_joints=list(self.actuated),
-            action_scale=action_strength,
-            contacts=True,
-            solver="featherstone",
+            mass_matrix_interval=mass_matrix_interval,
+            contact_model=contact_model,
             solver_options=solver_options,
             capture=capture,
             contact_signal_frame=contact_signal_frame,
@@ -133,28 +103,6 @@ class DiffRLPlanarEnv(NewtonEnv):
             max_episode_steps=max_episode_steps,
             seed=seed,
         )
-        hold_mass_matrix(self, self.mass_matrix_interval)
-
-    # Model ---------------------------------------------------------------------------
-
-    def model_file_options(self) -> dict[str, Any]:
-        return {"enable_self_collisions": False, "parse_visuals": False}  # dflex: ground only
-
-    def build_world(self, builder: Any) -> None:
-        """The asset, then dflex's armature, limits and contact constants on it."""
-        super().build_world(builder)
-        model = self.contact_model
-        for dof in range(builder.joint_dof_count):
-            builder.joint_armature[dof] = model["armature"]
-            builder.joint_limit_ke[dof] = model["limit_ke"]
-            builder.joint_damping[dof] += model["limit_kd"]  # dflex's always-on limit damping
-            builder.joint_limit_kd[dof] = 0.0
-            builder.joint_target_ke[dof] = 0.0
-            builder.joint_target_kd[dof] = 0.0
-        set_contact_materials(builder, model)
-
-    def ground_config(self) -> Any:
-        return ground_shape_config(self.contact_model)
 
     # Task ----------------------------------------------------------------------------
 
@@ -177,9 +125,6 @@ class DiffRLPlanarEnv(NewtonEnv):
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
         return {**super()._dynamics(state, action), "time": state["time"].detach() + self.dt}
 
-    def _dynamics_and_reward(self, state: State, action: torch.Tensor) -> tuple[State, Any]:
-        return super()._dynamics_and_reward(state, action.clamp(-1.0, 1.0))
-
     def _task_reward(self, joint_q: torch.Tensor) -> torch.Tensor | float:
         """Terms of the reward besides progress and the action penalty."""
         return 0.0
@@ -194,8 +139,7 @@ class DiffRLPlanarEnv(NewtonEnv):
 
     def _terminated(self, state: State) -> torch.Tensor:
         """Rows whose state is no longer finite (subclasses add their own ends)."""
-        joint_q, joint_qd = state["joint_q"], state["joint_qd"]
-        return ~(torch.isfinite(joint_q).all(-1) & torch.isfinite(joint_qd).all(-1))
+        return self._not_finite(state)
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         distance = state["joint_q"][:, 0].detach()

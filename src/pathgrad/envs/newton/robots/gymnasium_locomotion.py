@@ -2,7 +2,7 @@
 
 The model file is the one the installed ``gymnasium`` package ships
 (``gymnasium/envs/mujoco/assets/``), loaded at run time with MuJoCo's meaning
-(:mod:`pathgrad.envs.newton.mujoco_meaning`: ``joint_q`` is MuJoCo's ``qpos``, the
+(:mod:`pathgrad.envs.newton.model_files.mujoco_meaning`: ``joint_q`` is MuJoCo's ``qpos``, the
 file's gravity, masses, motors, ``ctrlrange`` and floor). On it, each task keeps
 v5's definition: the observation (``qpos[1:]`` and ``qvel``, clipped to ±10
 where v5 clips it), the reward (forward velocity of ``qpos[0]`` over the env step,
@@ -87,7 +87,7 @@ class GymnasiumLocomotion(NewtonEnv):
 
     @staticmethod
     def _file_timestep(path: str) -> float:
-        from pathgrad.envs.newton.mjcf_options import read_mjcf_options
+        from pathgrad.envs.newton.model_files.mjcf_options import read_mjcf_options
 
         return read_mjcf_options(path).timestep or 0.002  # MuJoCo's default
 
