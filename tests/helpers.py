@@ -366,3 +366,14 @@ def copy_run(run_dir: Path, tmp_path: Path) -> Path:
     import shutil
 
     return Path(shutil.copytree(run_dir, tmp_path / "run"))
+
+
+def isolate_env_registry(monkeypatch) -> None:
+    """Registrations made by the test are forgotten after it (the built-in envs stay)."""
+    import pathgrad.env
+    from pathgrad.core import env_registry
+
+    pathgrad.env.get_registered_learning_env_names()  # the built-in envs first
+    for owner, name in ((env_registry, "_REGISTRY"), (env_registry, "_DISPLAY_NAMES"),
+                        (pathgrad.env, "_MODULE_REGISTRATIONS")):  # fmt: skip
+        monkeypatch.setattr(owner, name, dict(getattr(owner, name)))

@@ -1,6 +1,7 @@
 """pathgrad's modules import each other without cycles and only downwards through the layers.
 
-Type-only and lazy imports count. The layers are those of docs/architecture.md.
+Type-only and lazy imports count, and so do ``importlib.import_module("pathgrad...")``
+calls with a literal name. The layers are those of docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def import_graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
+            elif _literal_import_module(node):
+                targets = [node.args[0].value]
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -47,6 +50,21 @@ def import_graph() -> dict[str, set[str]]:
                 if found is not None and found != name and found != "pathgrad":
                     graph[name].add(found)
     return graph
+
+
+def _literal_import_module(node: ast.AST) -> bool:
+    """``importlib.import_module("pathgrad....")`` (or ``import_module(...)``) with a literal."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    function = node.func
+    name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+    first = node.args[0]
+    return (
+        name == "import_module"
+        and isinstance(first, ast.Constant)
+        and isinstance(first.value, str)
+        and first.value.startswith("pathgrad")
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
@@ -86,6 +104,14 @@ def test_no_module_imports_another_in_a_circle():
     assert "pathgrad.runs.lifecycle" in graph["pathgrad.commands.training"]  # it sees imports
     assert "pathgrad.differentiable_trainer" not in graph["pathgrad.checkpoint"]
     assert cycles(graph) == []
+
+
+def test_the_graph_sees_importlib_loads_and_no_env_imports_the_registrys_lookups():
+    graph = import_graph()
+    assert "pathgrad.envs" in graph["pathgrad"]  # importlib.import_module("pathgrad.envs")
+    assert "pathgrad.envs" in graph["pathgrad.env"]  # the lookups register the built-in envs
+    importers = sorted(name for name, targets in graph.items() if "pathgrad.env" in targets)
+    assert [name for name in importers if name.startswith("pathgrad.envs")] == []
 
 
 def test_the_check_finds_a_cycle():

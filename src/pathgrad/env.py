@@ -1,49 +1,33 @@
-"""Environment contracts, rollout specs and the environment registry.
+"""The reference's ``env`` module: the env contract and the registry's lookups.
 
-A :class:`DifferentiableVecEnv` is a batch of ``num_envs`` environments whose
-``step`` keeps the autograd graph: reward and next observation are
-differentiable in the action and in the state carried from earlier steps.
-
-Contract of ``step(action[N, A]) -> (obs, reward[N], terminated[N], truncated[N], info)``:
-
-- Rows that finish reset inside ``step``: ``obs`` holds the next episode's
-  first observation for them, while reward and done flags are those of the
-  finishing step.
-- ``info["final_observation"]`` is the observation before any reset, for every
-  row and graph-connected (a critic bootstraps truncated episodes from it).
-- ``info["metrics"]`` maps names to per-env tensors describing the state the
-  step ended in, before any reset (for example ``success`` or ``final_distance``).
-
-``single_action_space`` is the set of actions the env is meant for. What an
-env does with an action outside it is its own choice and part of its
-documentation: the built-in PointMass, Reacher, Quadrotor and CartPoleSwingUp
-apply it unclipped (more force than the bound), Pendulum and
-MountainCarContinuous clamp it as Gymnasium does. Policies must stay inside:
-a squashed ``GaussianMLPPolicy`` (the command line's default) or the trainer's
-``clip_actions_to_space``; evaluation clamps when training does, and exported
-policies always clamp to the space.
-
-``detach_state()`` cuts the graph and returns the current observation without
-resetting: it is the truncation boundary of truncated backpropagation.
-``reset(seed=...)`` makes the run reproducible: each env owns its generator.
-Envs that offer ``state_dict()``/``load_state_dict()`` are resumed exactly.
+The contract (:class:`DifferentiableVecEnv`, :class:`DifferentiableRolloutSpec`,
+:class:`ScheduledDifferentiableVecEnv`) lives in :mod:`pathgrad.core.env_protocols`
+and registration in :mod:`pathgrad.core.env_registry`, below every env, so that
+envs never import this module; the lookups here register the built-in envs
+(:mod:`pathgrad.envs`) and installed plugins first.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import importlib.metadata
 import os
 import sys
 import types
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
-from gymnasium.spaces import Space
+
+from pathgrad.core import env_registry
+from pathgrad.core.env_protocols import (
+    DifferentiableRolloutSpec,
+    DifferentiableVecEnv,
+    ScheduledDifferentiableVecEnv,
+)
+from pathgrad.core.env_registry import LearningEnvFactory, register_learning_env
 
 __all__ = [
     "DifferentiableRolloutSpec",
@@ -57,90 +41,8 @@ __all__ = [
     "register_learning_env",
 ]
 
-LearningEnvFactory = Callable[..., "DifferentiableVecEnv"]
-
-_REGISTRY: dict[str, LearningEnvFactory] = {}
-_DISPLAY_NAMES: dict[str, str] = {}
 # Display names each env.module registered when it was first imported.
 _MODULE_REGISTRATIONS: dict[str, list[str]] = {}
-
-
-@runtime_checkable
-class DifferentiableVecEnv(Protocol):
-    """Batched environment whose ``step`` preserves the autograd graph."""
-
-    num_envs: int
-    device: torch.device
-    single_observation_space: Space
-    single_action_space: Space
-
-    def reset(
-        self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
-    ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset every env and return the first observation ``[N, D]``."""
-        ...
-
-    def step(
-        self, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Advance every env by one step, auto-resetting rows that finish."""
-        ...
-
-    def detach_state(self) -> torch.Tensor:
-        """Cut the graph of the carried state; return the current observation."""
-        ...
-
-
-@dataclasses.dataclass(frozen=True)
-class DifferentiableRolloutSpec:
-    """What a scheduled env asks of the next complete rollout.
-
-    Attributes:
-        num_steps: Length of the rollout.
-        objective_scale: Scalar or per-env multiplier of the return.
-        metadata: Scalars logged as ``train/rollout_<key>_mean``.
-    """
-
-    num_steps: int
-    objective_scale: float | torch.Tensor = 1.0
-    metadata: Mapping[str, float] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if int(self.num_steps) <= 0:
-            raise ValueError(f"num_steps must be positive, got {self.num_steps}.")
-
-
-@runtime_checkable
-class ScheduledDifferentiableVecEnv(DifferentiableVecEnv, Protocol):
-    """An env that sets the length and scale of each complete rollout."""
-
-    def prepare_differentiable_rollout(self, rollout_index: int) -> DifferentiableRolloutSpec:
-        """Return the spec of complete rollout number ``rollout_index``."""
-        ...
-
-
-def register_learning_env(
-    name: str, factory: LearningEnvFactory | str | None = None, *, override: bool = False
-) -> Any:
-    """Register an env factory under ``name`` (case-insensitive).
-
-    Works as ``register_learning_env("Name", Factory)`` and as the decorator
-    ``@register_learning_env("Name")``. A factory given as ``"module:attribute"``
-    is imported when the env is first looked up (envs with optional dependencies).
-
-    Raises:
-        ValueError: If ``name`` is taken and ``override`` is false.
-    """
-
-    def decorator(env_factory: LearningEnvFactory) -> LearningEnvFactory:
-        key = name.lower()
-        if key in _REGISTRY and _REGISTRY[key] is not env_factory and not override:
-            raise ValueError(f"Learning environment '{name}' is already registered.")
-        _REGISTRY[key] = env_factory
-        _DISPLAY_NAMES[key] = name
-        return env_factory
-
-    return decorator if factory is None else decorator(factory)
 
 
 ENTRY_POINT_GROUP = "pathgrad.envs"
@@ -157,7 +59,8 @@ def _register_builtin_envs() -> None:
     skipped with a warning.
     """
     global _plugins_loaded
-    importlib.import_module("pathgrad.envs")
+    import pathgrad.envs  # noqa: F401  (the built-in envs register themselves)
+
     if _plugins_loaded:
         return
     _plugins_loaded = True
@@ -193,10 +96,11 @@ def import_env_modules(modules: str | Sequence[str] | None) -> None:
             )
         first_import = name not in sys.modules
         _register_builtin_envs()  # so that only the module's own registrations are new
-        before = set(_REGISTRY)
+        before = set(env_registry._REGISTRY)
         importlib.import_module(name)
         if first_import:
-            _MODULE_REGISTRATIONS[name] = [_DISPLAY_NAMES[k] for k in _REGISTRY if k not in before]
+            new = [key for key in env_registry._REGISTRY if key not in before]
+            _MODULE_REGISTRATIONS[name] = [env_registry._DISPLAY_NAMES[key] for key in new]
 
 
 def env_module_hint(modules: str | Sequence[str] | None) -> str:
@@ -234,7 +138,8 @@ def _working_directory_importable() -> None:
 def get_registered_learning_env_names() -> list[str]:
     """Names of the registered envs as registered, sorted case-insensitively."""
     _register_builtin_envs()
-    return sorted((_DISPLAY_NAMES[key] for key in _REGISTRY), key=str.lower)
+    names = env_registry._DISPLAY_NAMES
+    return sorted((names[key] for key in env_registry._REGISTRY), key=str.lower)
 
 
 def get_learning_env_factory(name: str) -> LearningEnvFactory:
@@ -245,19 +150,19 @@ def get_learning_env_factory(name: str) -> LearningEnvFactory:
         ImportError: If the env needs a package that is not installed.
     """
     key = name.lower()
-    if key not in _REGISTRY:
+    if key not in env_registry._REGISTRY:
         _register_builtin_envs()
-    if key not in _REGISTRY:
+    if key not in env_registry._REGISTRY:
         available = ", ".join(get_registered_learning_env_names()) or "<none>"
         raise ValueError(f"Learning environment '{name}' is not registered. Available: {available}")
-    factory = _REGISTRY[key]
+    factory = env_registry._REGISTRY[key]
     if isinstance(factory, str):
         module, _, attribute = factory.partition(":")
         try:
             factory = getattr(importlib.import_module(module), attribute)
         except ImportError as error:
-            raise ImportError(f"{_DISPLAY_NAMES[key]}: {error}") from error
-        _REGISTRY[key] = factory
+            raise ImportError(f"{env_registry._DISPLAY_NAMES[key]}: {error}") from error
+        env_registry._REGISTRY[key] = factory
     return factory
 
 

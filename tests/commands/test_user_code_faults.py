@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import pathgrad.env
-from helpers import run_cli
+from helpers import isolate_env_registry, run_cli
+from pathgrad.core import env_registry
 from pathgrad.core.crash_report import describe, print_crash, user_frame
 from pathgrad.env import get_registered_learning_env_names
 from pathgrad.envs.base import check_constants
@@ -43,9 +43,7 @@ QUICK = ["env.num_envs=8", "eval.frequency_steps=0", "logging.tensorboard=false"
 
 def users_env(tmp_path: Path, monkeypatch, name: str, fail_after: int) -> tuple[Path, int]:
     """Write the module (named after the env); its reward bug's line. The registry is restored."""
-    get_registered_learning_env_names()  # the built-in envs first
-    monkeypatch.setattr(pathgrad.env, "_REGISTRY", dict(pathgrad.env._REGISTRY))
-    monkeypatch.setattr(pathgrad.env, "_DISPLAY_NAMES", dict(pathgrad.env._DISPLAY_NAMES))
+    isolate_env_registry(monkeypatch)
     path = tmp_path / f"{name.lower()}_envs.py"
     path.write_text(ENV_MODULE.format(name=name, fail_after=fail_after))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -151,8 +149,8 @@ class DetachedReward(PointMass):
 @pytest.mark.parametrize("rollout", ["segmented", "complete"])
 def test_a_detached_reward_is_named_before_the_first_update(tmp_path, monkeypatch, rollout):
     get_registered_learning_env_names()
-    monkeypatch.setattr(pathgrad.env, "_REGISTRY", dict(pathgrad.env._REGISTRY))
-    monkeypatch.setattr(pathgrad.env, "_DISPLAY_NAMES", dict(pathgrad.env._DISPLAY_NAMES))
+    monkeypatch.setattr(env_registry, "_REGISTRY", dict(env_registry._REGISTRY))
+    monkeypatch.setattr(env_registry, "_DISPLAY_NAMES", dict(env_registry._DISPLAY_NAMES))
     (tmp_path / "detached_envs.py").write_text(DETACHED_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "detached_envs", raising=False)
@@ -192,9 +190,7 @@ class InPlaceWrite(PointMass):
 def test_an_in_place_write_is_named_by_the_line_whose_saved_tensor_it_changed(
     tmp_path, monkeypatch, capsys
 ):
-    get_registered_learning_env_names()
-    for registry in ("_REGISTRY", "_DISPLAY_NAMES", "_MODULE_REGISTRATIONS"):
-        monkeypatch.setattr(pathgrad.env, registry, dict(getattr(pathgrad.env, registry)))
+    isolate_env_registry(monkeypatch)
     path = tmp_path / "inplace_envs.py"
     path.write_text(INPLACE_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -62,10 +62,10 @@ def test_registry_rejects_unknown_names_and_duplicates():
         env = build_learning_env("TestScalarEnv", num_envs=2, device="cpu")
         assert env.x0.flatten().tolist() == [1.0, 1.0]
     finally:
-        from pathgrad import env as env_module
+        from pathgrad.core import env_registry
 
-        env_module._REGISTRY.pop("testscalarenv")
-        env_module._DISPLAY_NAMES.pop("testscalarenv")
+        env_registry._REGISTRY.pop("testscalarenv")
+        env_registry._DISPLAY_NAMES.pop("testscalarenv")
 
 
 def test_step_info_is_computed_when_read_and_equals_the_transition_extras():

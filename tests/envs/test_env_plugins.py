@@ -50,10 +50,11 @@ PLUGIN = textwrap.dedent(
 def user_code(tmp_path, monkeypatch) -> Path:
     """User modules and an installed plugin on the path; the registry is restored after."""
     import pathgrad.env
+    from pathgrad.core import env_registry
 
     get_registered_learning_env_names()  # the built-in envs first
-    monkeypatch.setattr(pathgrad.env, "_REGISTRY", dict(pathgrad.env._REGISTRY))
-    monkeypatch.setattr(pathgrad.env, "_DISPLAY_NAMES", dict(pathgrad.env._DISPLAY_NAMES))
+    monkeypatch.setattr(env_registry, "_REGISTRY", dict(env_registry._REGISTRY))
+    monkeypatch.setattr(env_registry, "_DISPLAY_NAMES", dict(env_registry._DISPLAY_NAMES))
     monkeypatch.setattr(pathgrad.env, "_plugins_loaded", False)
     for name in ("my_envs", "plugin_envs"):
         monkeypatch.delitem(sys.modules, name, raising=False)

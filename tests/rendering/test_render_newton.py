@@ -146,11 +146,12 @@ def test_the_ground_of_a_model_with_contacts_is_drawn_in_the_side_view():
 
 def test_pathgrad_render_writes_a_gif_of_a_user_newton_robot(tmp_path, monkeypatch, capsys):
     import pathgrad.env
+    from pathgrad.core import env_registry
 
     pathgrad.env.get_registered_learning_env_names()  # the built-in envs first
     # registered for this test only: other tests (the config reference) list the registry
-    monkeypatch.setattr(pathgrad.env, "_REGISTRY", dict(pathgrad.env._REGISTRY))
-    monkeypatch.setattr(pathgrad.env, "_DISPLAY_NAMES", dict(pathgrad.env._DISPLAY_NAMES))
+    monkeypatch.setattr(env_registry, "_REGISTRY", dict(env_registry._REGISTRY))
+    monkeypatch.setattr(env_registry, "_DISPLAY_NAMES", dict(env_registry._DISPLAY_NAMES))
     register_learning_env("RenderTestArm", UserArm)
     monkeypatch.chdir(tmp_path)
     config = str(ROOT / "configs/newton_reacher.yaml")

@@ -297,11 +297,10 @@ def test_an_unknown_name_says_what_the_module_registered(tmp_path, monkeypatch, 
         "register_learning_env('MyWalker', PointMass)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    import pathgrad.env
+    from helpers import isolate_env_registry
 
-    pathgrad.env.get_registered_learning_env_names()  # the built-in envs first
-    for registry in ("_REGISTRY", "_DISPLAY_NAMES", "_MODULE_REGISTRATIONS"):  # restored after
-        monkeypatch.setattr(pathgrad.env, registry, dict(getattr(pathgrad.env, registry)))
+
+    isolate_env_registry(monkeypatch)
     assert main(["check-env", "MyBot", "--module", "registers_nothing"]) == 2
     assert "(env.module 'registers_nothing' was imported but registered no env: decorate the " \
         'env class with @register_learning_env("Name")' in capsys.readouterr().err  # fmt: skip

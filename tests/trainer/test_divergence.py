@@ -44,9 +44,10 @@ register_learning_env("PoisonedPointMass", PoisonedPointMass)
 @pytest.fixture(scope="module")
 def poisoned(tmp_path_factory) -> Iterator[type[PointMass]]:
     import pathgrad.env
+    from pathgrad.core import env_registry
 
     pathgrad.env.get_registered_learning_env_names()  # the built-in envs first
-    saved = dict(pathgrad.env._REGISTRY), dict(pathgrad.env._DISPLAY_NAMES)
+    saved = dict(env_registry._REGISTRY), dict(env_registry._DISPLAY_NAMES)
     folder = tmp_path_factory.mktemp("module")
     (folder / "poisoned_env.py").write_text(MODULE)
     sys.path.insert(0, str(folder))
@@ -55,7 +56,7 @@ def poisoned(tmp_path_factory) -> Iterator[type[PointMass]]:
     finally:
         sys.path.remove(str(folder))
     yield poisoned_env.PoisonedPointMass
-    pathgrad.env._REGISTRY, pathgrad.env._DISPLAY_NAMES = saved  # the next tests' registry
+    env_registry._REGISTRY, env_registry._DISPLAY_NAMES = saved  # the next tests' registry
     sys.modules.pop("poisoned_env", None)
 
 

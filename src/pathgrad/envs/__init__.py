@@ -1,6 +1,6 @@
 """Built-in differentiable environments; importing this package registers them."""
 
-from pathgrad.env import register_learning_env
+from pathgrad.core.env_registry import register_learning_env
 from pathgrad.envs.base import BatchedDifferentiableEnv
 from pathgrad.envs.cartpole_swingup import CartPoleSwingUp
 from pathgrad.envs.curriculum import HorizonCurriculum

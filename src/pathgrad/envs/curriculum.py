@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from pathgrad.env import DifferentiableRolloutSpec, DifferentiableVecEnv
+from pathgrad.core.env_protocols import DifferentiableRolloutSpec, DifferentiableVecEnv
 
 __all__ = ["HorizonCurriculum"]
 

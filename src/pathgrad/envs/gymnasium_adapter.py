@@ -15,7 +15,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from pathgrad.env import DifferentiableVecEnv
+from pathgrad.core.env_protocols import DifferentiableVecEnv
 from pathgrad.envs.base import BatchedDifferentiableEnv
 
 __all__ = ["GymnasiumVectorEnv", "to_gymnasium", "to_sb3"]

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from pathgrad.env import DifferentiableVecEnv
+from pathgrad.core.env_protocols import DifferentiableVecEnv
 
 __all__ = ["GymnasiumEnv", "to_gymnasium_env"]
 

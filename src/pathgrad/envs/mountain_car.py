@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from gymnasium.spaces import Box
 
-from pathgrad.env import register_learning_env
+from pathgrad.core.env_registry import register_learning_env
 from pathgrad.envs.base import BatchedDifferentiableEnv, State
 from pathgrad.envs.libm import libm_cos
 

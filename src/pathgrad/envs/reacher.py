@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from pathgrad.env import register_learning_env
+from pathgrad.core.env_registry import register_learning_env
 from pathgrad.envs.base import BatchedDifferentiableEnv, State, check_constants
 
 __all__ = ["Reacher"]

@@ -105,12 +105,10 @@ def test_a_config_file_s_relative_model_file_lies_beside_it(tmp_path, monkeypatc
 
 
 def test_a_config_file_s_model_file_found_nowhere_names_the_three_places(tmp_path, monkeypatch):
-    import pathgrad.env
+    from helpers import isolate_env_registry
     from pathgrad.runs.config import ConfigError, load_config
 
-    pathgrad.env.get_registered_learning_env_names()  # the built-in envs first
-    for name in ("_REGISTRY", "_DISPLAY_NAMES", "_MODULE_REGISTRATIONS"):  # restored after
-        monkeypatch.setattr(pathgrad.env, name, dict(getattr(pathgrad.env, name)))
+    isolate_env_registry(monkeypatch)
     monkeypatch.delitem(sys.modules, "file_arm_env", raising=False)
 
     code = tmp_path / "code"
