@@ -90,10 +90,10 @@ EVAL_ENVS, EVAL_EPISODES, EVAL_SEED = 16, 16, 12345
 
 def _evaluate(policy, env_name: str, seed: int, transform=None) -> float:
     import pathgrad
-    from pathgrad.evaluation import PATHGRAD_EVALUATION
+    from pathgrad.evaluation import PATHGRAD_EVALUATION, evaluate_episodes
 
     env = pathgrad.build_learning_env(env_name, num_envs=EVAL_ENVS, device="cpu", seed=seed + 1)
-    metrics = pathgrad.evaluate_episodes(
+    metrics = evaluate_episodes(
         policy,
         env,
         EVAL_EPISODES,

@@ -17,6 +17,7 @@ import time
 import torch
 
 import pathgrad
+from pathgrad.env import get_registered_learning_env_names
 from pathgrad.trainer.threads import num_threads_argument, per_batch_size, use_num_threads
 
 WINDOW = 32
@@ -74,7 +75,7 @@ def main() -> None:
     if args.quick:
         args.num_envs, args.windows, args.window = [8], 2, 4
     pathgrad.env.import_env_modules(args.module)  # envs of installed plugins are known anyway
-    names = args.envs or pathgrad.get_registered_learning_env_names()
+    names = args.envs or get_registered_learning_env_names()
     print(
         f"torch {torch.__version__}, {per_batch_size(setting, args.num_envs)}, float32, CPU; "
         f"median over {args.windows} windows of {args.window} steps; env-steps/s"

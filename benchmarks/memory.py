@@ -40,9 +40,10 @@ def measure(setting: str, horizon: int, num_envs: int) -> dict[str, float]:
     import torch
 
     import pathgrad
+    from pathgrad.envs import PointMass
 
     torch.manual_seed(0)
-    env = pathgrad.PointMass(num_envs, seed=0, max_episode_steps=horizon)
+    env = PointMass(num_envs, seed=0, max_episode_steps=horizon)
     policy = pathgrad.GaussianMLPPolicy(6, 2, hidden_sizes=(64, 64))
     algorithm = pathgrad.APG(pathgrad.APGCfg(), policy)
     cfg = pathgrad.DifferentiableTrainerCfg(update_horizon=horizon, **SETTINGS[setting])

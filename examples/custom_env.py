@@ -12,6 +12,7 @@ import torch
 
 import pathgrad
 from pathgrad.envs import BatchedDifferentiableEnv
+from pathgrad.evaluation import evaluate_episodes
 from pathgrad.testing import check_env_gradients
 
 
@@ -89,7 +90,7 @@ def main() -> None:
     )
 
     def evaluate() -> dict[str, float]:
-        return pathgrad.evaluate_episodes(policy, eval_env, num_episodes=32, device="cpu", seed=0)
+        return evaluate_episodes(policy, eval_env, num_episodes=32, device="cpu", seed=0)
 
     before = evaluate()
     trainer.train(total_updates=args.updates)

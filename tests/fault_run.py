@@ -22,7 +22,7 @@ import signal
 import sys
 
 import pathgrad.core.atomic_files
-import pathgrad.trainer.evaluation
+import pathgrad.trainer.evaluation_schedule
 from pathgrad.cli import main
 from pathgrad.differentiable_trainer import DifferentiableTrainer
 
@@ -65,7 +65,7 @@ def install(fault: str, count: int) -> None:
 
         pathgrad.core.atomic_files.os.replace = faulty_replace
     elif fault in ("kill_in_eval", "sigterm_in_eval"):
-        evaluate = pathgrad.trainer.evaluation.evaluate_episodes
+        evaluate = pathgrad.trainer.evaluation_schedule.evaluate_episodes
         action = kill if fault == "kill_in_eval" else lambda: os.kill(os.getpid(), signal.SIGTERM)
         tick = _after(count, action)
 
@@ -82,7 +82,7 @@ def install(fault: str, count: int) -> None:
 
             return evaluate(*args, **{**kwargs, "on_step": on_step})
 
-        pathgrad.trainer.evaluation.evaluate_episodes = evaluate_with_fault
+        pathgrad.trainer.evaluation_schedule.evaluate_episodes = evaluate_with_fault
     elif fault == "sigint_in_update":
         build = DifferentiableTrainer.__init__
         tick = _after(count, lambda: os.kill(os.getpid(), signal.SIGINT))

@@ -28,3 +28,15 @@ def test_every_public_name_resolves():
     for name in pathgrad.__all__:
         assert getattr(pathgrad, name) is not None, name
     assert set(pathgrad.__all__) <= set(dir(pathgrad))
+
+
+def test_the_top_level_exports_every_algorithm_and_moved_names_still_resolve():
+    import pytest
+
+    for algorithm in ("APG", "SHAC", "SAPO", "AHAC", "SAPOEnsemble", "StiffnessAHAC"):
+        assert algorithm in pathgrad.__all__ and f"{algorithm}Cfg" in pathgrad.__all__
+    assert "UsageError" not in pathgrad.__all__ and "read_index" not in pathgrad.__all__
+    with pytest.warns(DeprecationWarning, match="from pathgrad.checkpoint import read_index"):
+        from pathgrad.checkpoint import read_index
+
+        assert pathgrad.read_index is read_index

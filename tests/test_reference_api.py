@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import pathgrad
 from pathgrad.algo import (
     APG,
     SHAC,
@@ -37,7 +36,6 @@ BUILT_IN_ALGORITHMS = ["apg", "shac", "ahac", "sapo", "sapo_ensemble", "ahac_sti
 
 def test_registered_names_and_build_by_name():
     assert get_registered_algo_names() == BUILT_IN_ALGORITHMS
-    assert pathgrad.get_registered_algo_names is get_registered_algo_names
     policy = GaussianMLPPolicy(6, 2)
     algorithm = build_algo(
         "APG",
@@ -172,3 +170,36 @@ def test_error_messages_carry_the_reference_wording():
         build_lr_scheduler(
             torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=1.0), {"name": "cosine"}
         )
+
+
+# Every import of the reference's trainer and APG (../shared/seeds), as pathgrad.X, plus the
+# modules of its layout (../shared/DESIGN.md, "Module map"); wherever the real home now is.
+REFERENCE_MODULE_MAP = {
+    "pathgrad.algo": ("APG", "BaseAlgorithm", "RolloutKind"),
+    "pathgrad.collector": ("DifferentiableCollector", "DifferentiableRollout"),
+    "pathgrad.env": (
+        "DifferentiableRolloutSpec",
+        "DifferentiableVecEnv",
+        "ScheduledDifferentiableVecEnv",
+        "register_learning_env",
+        "build_learning_env",
+    ),
+    "pathgrad.evaluation": ("evaluate_episodes",),
+    "pathgrad.policies": ("Policy", "GaussianMLPPolicy"),
+    "pathgrad.normalization": ("RunningObservationNormalizer",),
+    "pathgrad.checkpoint": ("_load", "_save"),
+    "pathgrad.utils": ("scheduler_needs_horizon", "configclass", "AlgorithmCfg"),
+    "pathgrad.gradients": ("BatchedGradientNormStats",),
+    "pathgrad.differentiable_trainer": ("DifferentiableTrainer", "DifferentiableTrainerCfg"),
+    "pathgrad.cli": ("main",),
+    "pathgrad.envs": ("PointMass",),
+}
+
+
+@pytest.mark.parametrize("module", sorted(REFERENCE_MODULE_MAP))
+def test_the_reference_module_map_stays_importable(module):
+    import importlib
+
+    loaded = importlib.import_module(module)
+    missing = [name for name in REFERENCE_MODULE_MAP[module] if not hasattr(loaded, name)]
+    assert missing == [], f"{module} lacks {missing}"

@@ -231,7 +231,7 @@ def test_evaluation_defaults_are_the_reference_and_pathgrad_passes_its_own():
 
 
 def test_the_trainer_evaluates_with_pathgrad_s_options(tmp_path, monkeypatch):
-    import pathgrad.trainer.evaluation as trainer_evaluation
+    import pathgrad.trainer.evaluation_schedule as trainer_evaluation
 
     calls = []
 

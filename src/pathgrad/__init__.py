@@ -9,56 +9,64 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+# What a user needs: train and load, every algorithm, the trainer, a policy, an env.
 _EXPORTS = {
     "pathgrad.api": ("EarlyStopping", "LoadedPolicy", "TrainResult", "load", "train"),
     "pathgrad.algo": (
+        "AHAC",
+        "AHACCfg",
         "APG",
         "APGCfg",
         "BaseAlgorithm",
-        "ClosedFormLR",
-        "RolloutKind",
+        "SAPO",
+        "SAPOCfg",
+        "SAPOEnsemble",
+        "SAPOEnsembleCfg",
         "SHAC",
         "SHACCfg",
+        "StiffnessAHAC",
+        "StiffnessAHACCfg",
+        "register_algo",
+    ),
+    "pathgrad.differentiable_trainer": ("DifferentiableTrainer", "DifferentiableTrainerCfg"),
+    "pathgrad.env": ("DifferentiableVecEnv", "build_learning_env", "register_learning_env"),
+    "pathgrad.policies": ("GaussianMLPPolicy", "Policy"),
+    "pathgrad.runs.config": ("RunConfig", "load_config"),
+    "pathgrad.utils": ("LRSchedulerCfg", "OptimizerCfg"),
+}
+# Names exported here before; they still resolve, with a warning naming their module.
+_MOVED = {
+    "pathgrad.algo": (
+        "ClosedFormLR",
+        "RolloutKind",
         "build_algo",
         "build_lr_scheduler",
         "build_optimizer",
         "complete_discounted_return",
         "get_registered_algo_names",
-        "register_algo",
         "segmented_discounted_return",
         "td_lambda_targets",
     ),
     "pathgrad.checkpoint": ("latest_checkpoint", "read_checkpoint", "read_index"),
-    "pathgrad.commands": ("UsageError",),
+    "pathgrad.runs.errors": ("UsageError",),
     "pathgrad.collector": (
         "DifferentiableCollector",
         "DifferentiableRollout",
         "DifferentiableTransition",
     ),
-    "pathgrad.runs.config": ("RunConfig", "load_config"),
-    "pathgrad.differentiable_trainer": ("DifferentiableTrainer", "DifferentiableTrainerCfg"),
     "pathgrad.env": (
         "DifferentiableRolloutSpec",
-        "DifferentiableVecEnv",
         "ScheduledDifferentiableVecEnv",
-        "build_learning_env",
         "get_registered_learning_env_names",
-        "register_learning_env",
     ),
     "pathgrad.envs": ("PointMass",),
     "pathgrad.evaluation": ("evaluate_episodes",),
     "pathgrad.gradients": ("BatchedGradientNormStats", "clip_batched_gradient_norm"),
     "pathgrad.normalization": ("RunningObservationNormalizer",),
-    "pathgrad.policies": ("GaussianMLPPolicy", "Policy"),
-    "pathgrad.utils": (
-        "AlgorithmCfg",
-        "LRSchedulerCfg",
-        "OptimizerCfg",
-        "configclass",
-        "scheduler_needs_horizon",
-    ),
+    "pathgrad.utils": ("AlgorithmCfg", "configclass", "scheduler_needs_horizon"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+_MOVED_TO = {name: module for module, names in _MOVED.items() for name in names}
 
 __all__ = sorted(_MODULE_OF)
 
@@ -67,6 +75,15 @@ def __getattr__(name: str) -> object:
     import importlib  # here: ``import pathgrad`` imports nothing (the command's start-up)
 
     module = _MODULE_OF.get(name)
+    if module is None and name in _MOVED_TO:
+        import warnings
+
+        module = _MOVED_TO[name]
+        warnings.warn(
+            f"pathgrad.{name} is imported from {module} now: from {module} import {name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     if module is None:  # a submodule, e.g. ``pathgrad.envs`` after a bare ``import pathgrad``
         try:
             return importlib.import_module(f"pathgrad.{name}")

@@ -4,7 +4,7 @@ A checkpoint is one file that ``torch.load(weights_only=True)`` reads: tensors,
 numbers, strings, lists and dicts only, so loading never runs code from it.
 It is written with :func:`~pathgrad.core.atomic_files.atomic_write` (a crash at any
 instant leaves the previous checkpoint intact) and recorded in the run index
-(:mod:`pathgrad.core.checkpoint_index`). Files of an older schema version are
+(:mod:`pathgrad.core.run_index`). Files of an older schema version are
 migrated on read.
 """
 
@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pathgrad.core.atomic_files import atomic_write
-from pathgrad.core.checkpoint_index import (
+from pathgrad.core.run_index import (
     INDEX_FILENAME,
     index_entry,
     latest_checkpoint,
     read_index,
     record_in_index,
 )
-from pathgrad.core.checkpoint_index import rebuild_index as _rebuild_index_with
+from pathgrad.core.run_index import rebuild_index as _rebuild_index_with
 from pathgrad.core.state_checks import check_state_shapes
 
 if TYPE_CHECKING:

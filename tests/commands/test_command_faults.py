@@ -16,8 +16,10 @@ import yaml
 import pathgrad
 import warm_processes
 from helpers import copy_run, train_run
+from pathgrad.checkpoint import latest_checkpoint
 from pathgrad.cli import main
 from pathgrad.core import atomic_files
+from pathgrad.runs.errors import UsageError
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -184,12 +186,12 @@ def set_config(run_dir: Path, section: str, key: str, value) -> None:
 
 def test_a_latest_checkpoint_of_another_env_is_refused(run_copy, in_tmp, capfd):
     set_config(run_copy, "env", "name", "Pendulum")  # the run says Pendulum, its files PointMass
-    latest = pathgrad.latest_checkpoint(run_copy / "checkpoints")
+    latest = latest_checkpoint(run_copy / "checkpoints")
     for command in OUTPUTS:
         status, stderr = run_main(capfd, command, str(run_copy), *OUTPUTS[command])
         assert status == 2
         one_line(stderr, str(latest), "PointMass", "Pendulum")
-    with pytest.raises(pathgrad.UsageError, match="Pendulum"):
+    with pytest.raises(UsageError, match="Pendulum"):
         pathgrad.load(run_copy)
     assert [path.name for path in in_tmp.iterdir()] == ["run"]
     status, stderr = run_main(capfd, "eval", str(latest), "--episodes", "2", "--json")
@@ -201,15 +203,11 @@ def test_a_latest_checkpoint_of_other_policy_sizes_is_refused(run_copy, capfd):
     status, stderr = run_main(capfd, "eval", str(run_copy))
     assert status == 2
     one_line(stderr, "policy.hidden_sizes", "[64, 64]", "[32]")
-    with pytest.raises(pathgrad.UsageError, match="hidden_sizes"):
+    with pytest.raises(UsageError, match="hidden_sizes"):
         pathgrad.load(run_copy)
 
 
-def test_usage_error_is_public_and_a_value_error(in_tmp):
-    from pathgrad.commands import UsageError
-
-    assert "UsageError" in pathgrad.__all__
-    assert pathgrad.UsageError is UsageError
+def test_usage_error_is_a_value_error(in_tmp):
     assert issubclass(UsageError, ValueError)
-    with pytest.raises(pathgrad.UsageError, match="is not a run directory"):
+    with pytest.raises(UsageError, match="is not a run directory"):
         pathgrad.load(in_tmp)

@@ -12,7 +12,7 @@ import yaml
 
 from helpers import copy_run, run_cli, train_run
 from pathgrad.checkpoint import read_checkpoint
-from pathgrad.core.checkpoint_index import latest_checkpoint
+from pathgrad.core.run_index import latest_checkpoint
 from pathgrad.envs import PointMass
 from pathgrad.runs.run import SWEEP_FILE
 

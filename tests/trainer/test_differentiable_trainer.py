@@ -203,7 +203,7 @@ def test_evaluation_best_and_periodic_checkpoints_and_writer(tmp_path):
 
 def test_every_scalar_reaches_the_writer_file_before_a_checkpoint(tmp_path, monkeypatch):
     # a resume keeps the events up to its checkpoint: after a kill -9 they must be on disk
-    import pathgrad.trainer.checkpoints as checkpoints
+    import pathgrad.trainer.save_restore as checkpoints
 
     trainer = build_point_mass_trainer(tmp_path, save_frequency_updates=1)
     trainer.writer = FakeWriter()

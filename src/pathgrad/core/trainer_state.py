@@ -3,7 +3,7 @@
 Checkpoints (:mod:`pathgrad.checkpoint`), interrupts
 (:mod:`pathgrad.trainer.interruption`), budgets (:mod:`pathgrad.trainer.budgets`) and the
 data-parallel hooks (:mod:`pathgrad.distributed.ranks`) act on a
-:class:`~pathgrad.differentiable_trainer.DifferentiableTrainer` through these
+:class:`~pathgrad.trainer.trainer.DifferentiableTrainer` through these
 members only; the trainer imports them, never the other way round.
 """
 

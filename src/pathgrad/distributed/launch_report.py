@@ -18,7 +18,7 @@ import signal
 from collections.abc import Mapping
 from pathlib import Path
 
-from pathgrad.core.checkpoint_index import read_index
+from pathgrad.core.run_index import read_index
 from pathgrad.core.start_up_signals import LAUNCHED_VARIABLE
 
 __all__ = [

@@ -29,7 +29,6 @@ from pydantic import (
 from pathgrad.algo.registry import ALGORITHMS, get_algorithm, retired_field_error
 from pathgrad.core.crash_report import describe
 from pathgrad.core.devices import device_problem
-from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import (
     env_module_hint,
     get_learning_env_factory,
@@ -48,6 +47,7 @@ from pathgrad.runs.config_sections import (
 from pathgrad.runs.config_sources import ConfigError, merge_layers, model_files_beside, read_yaml
 from pathgrad.runs.key_homes import env_parameters, key_home_hint
 from pathgrad.runs.reference_yaml import Translation, is_reference_document, translate
+from pathgrad.trainer.config import DifferentiableTrainerCfg
 
 __all__ = [
     "ENV_ARGUMENTS_OWNED_ELSEWHERE",

@@ -14,7 +14,6 @@ import typing
 from typing import Any
 
 from pathgrad.algo.registry import ALGORITHMS
-from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.env import get_learning_env_factory, get_registered_learning_env_names
 from pathgrad.runs.config import (
     ENV_ARGUMENTS_OWNED_ELSEWHERE,
@@ -22,6 +21,7 @@ from pathgrad.runs.config import (
     RunConfig,
 )
 from pathgrad.runs.key_homes import env_parameters
+from pathgrad.trainer.config import DifferentiableTrainerCfg
 
 __all__ = ["reference_markdown"]
 

@@ -25,8 +25,8 @@ from pydantic import (
 
 from pathgrad.algo.registry import ALGORITHMS
 from pathgrad.core.devices import device_problem
-from pathgrad.differentiable_trainer import DifferentiableTrainerCfg
 from pathgrad.policies import ACTIVATIONS
+from pathgrad.trainer.config import DifferentiableTrainerCfg
 
 __all__ = [
     "ENV_ARGUMENTS_OWNED_ELSEWHERE",

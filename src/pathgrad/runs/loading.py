@@ -215,7 +215,7 @@ def load(target: str | Path, device: str = "cpu") -> LoadedPolicy:
     """The policy of a run directory (its latest checkpoint) or of a checkpoint file.
 
     Raises:
-        UsageError: (``pathgrad.UsageError``, a ValueError) For a missing,
+        UsageError: (:class:`pathgrad.runs.errors.UsageError`, a ValueError) For a missing,
             malformed or mismatched file, a folder that is not a run directory,
             or a run whose latest checkpoint has another env or policy sizes.
     """

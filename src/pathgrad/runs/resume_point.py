@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.checkpoint import INDEX_FILENAME, read_checkpoint, read_index
-from pathgrad.core.checkpoint_index import index_entry, write_index
+from pathgrad.core.run_index import index_entry, write_index
 from pathgrad.runs.config_edits import config_edits, describe_edits
 from pathgrad.runs.errors import UsageError
 

@@ -20,15 +20,15 @@ from typing import Any
 import torch
 
 from pathgrad.core.atomic_files import atomic_write
-from pathgrad.core.checkpoint_index import json_safe
 from pathgrad.core.crash_report import user_line
 from pathgrad.core.env_contract import EnvContractError
-from pathgrad.differentiable_trainer import DifferentiableTrainer
+from pathgrad.core.run_index import json_safe
 from pathgrad.distributed.context import rank_seed
 from pathgrad.distributed.sync import DataParallel
 from pathgrad.policies import GaussianMLPPolicy, Policy
 from pathgrad.runs.config import ConfigError, RunConfig, dump_config, resolution, trainer_config
 from pathgrad.squashed_normal import SquashedNormalPolicy
+from pathgrad.trainer.trainer import DifferentiableTrainer
 
 __all__ = [
     "CONFIG_FILE",

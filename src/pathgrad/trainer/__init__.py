@@ -1,7 +1,10 @@
-"""The parts of ``pathgrad.differentiable_trainer.DifferentiableTrainer``.
+"""The trainer: :class:`~pathgrad.trainer.trainer.DifferentiableTrainer` and its parts.
 
-Its config (``config``), checkpoints and evaluation within a run, interruption
-at unit boundaries, budgets, divergence, scalar logs and the progress bar,
-thread settings and the recomputing rollout. The trainer module imports these;
-none imports it (they see it through ``pathgrad.core.trainer_state``).
+``trainer.py`` holds the loop; beside it its config (``config``), saving and
+restoring (``save_restore``), evaluations and saves within a run
+(``evaluation_schedule``), interruption at unit boundaries, budgets, divergence,
+scalar logs and the progress bar, thread settings and gradient checkpointing of
+complete rollouts. The loop imports these; none imports it (they see it through
+``pathgrad.core.trainer_state``). ``pathgrad.differentiable_trainer`` keeps the
+reference's import path.
 """

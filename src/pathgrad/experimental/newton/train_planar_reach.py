@@ -19,7 +19,6 @@ import torch
 
 from pathgrad.algo import APG, APGCfg
 from pathgrad.collector import DifferentiableCollector, DifferentiableRollout
-from pathgrad.differentiable_trainer import DifferentiableTrainer, DifferentiableTrainerCfg
 from pathgrad.experimental.newton.planar_reach import (
     NUM_JOINTS,
     OBSERVATION_DIM,
@@ -27,6 +26,8 @@ from pathgrad.experimental.newton.planar_reach import (
     NewtonPlanarReachEnvCfg,
 )
 from pathgrad.models import MLP, ActorOnly
+from pathgrad.trainer.config import DifferentiableTrainerCfg
+from pathgrad.trainer.trainer import DifferentiableTrainer
 from pathgrad.utils import OptimizerCfg, configclass
 
 __all__ = ["NewtonPlanarReachTrainingCfg", "train_planar_reach"]

@@ -1,6 +1,6 @@
 """Evaluation during training: periodic and final evaluations, best and periodic saves.
 
-A mixin of :class:`~pathgrad.differentiable_trainer.DifferentiableTrainer`,
+A mixin of :class:`~pathgrad.trainer.trainer.DifferentiableTrainer`,
 kept apart so the training loop reads on its own. Every evaluation and save is
 recorded in the trainer's state (next evaluation step, update of the last
 scheduled save), so a checkpoint written after an interrupt knows what is

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pathgrad.checkpoint import _load, _save, latest_checkpoint, read_checkpoint
-from pathgrad.core.checkpoint_index import prune_checkpoints
+from pathgrad.core.run_index import prune_checkpoints
 from pathgrad.distributed.ranks import (
     fresh_rank_streams,
     rank_states,

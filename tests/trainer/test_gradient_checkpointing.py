@@ -10,7 +10,7 @@ from pathgrad.algo import APGCfg, complete_discounted_return
 from pathgrad.collector import DifferentiableCollector
 from pathgrad.envs import MountainCarContinuous, PointMass
 from pathgrad.policies import GaussianMLPPolicy
-from pathgrad.trainer.rollout_checkpointing import checkpointed_complete_returns
+from pathgrad.trainer.gradient_checkpointing import checkpointed_complete_returns
 
 
 def plain_and_checkpointed(env_type, chunk_steps: int, steps: int = 13):
