@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pathgrad.runs.builtin_configs import resolve_config as builtin_config_file
 from pathgrad.runs.config import RunConfig, load_config, validate_config
 from pathgrad.runs.config_sources import merge_layers
 from pathgrad.runs.lifecycle import start_run
@@ -112,9 +113,12 @@ def _progress_callback(progress_fn: Callable[[int, dict[str, float]], Any]) -> C
 
 
 def resolve_config(config: str | Path | RunConfig | None, overrides: Sequence[str]) -> RunConfig:
-    """A config file, a :class:`RunConfig` or the default task, with ``overrides`` applied."""
+    """A config file (or a shipped config's name, as ``pathgrad train`` takes it), a
+    :class:`RunConfig` or the default task, with ``overrides`` applied."""
     if isinstance(config, RunConfig):
         return validate_config(merge_layers({}, config.model_dump(mode="python"), overrides))
+    if config is not None:
+        config = builtin_config_file(str(config)) or config
     return load_config(config, list(overrides))
 
 
