@@ -10,16 +10,18 @@ The discount restarts where an episode ends inside the window: a truncated episo
 bootstrapped from its pre-reset observation (``info["final_observation"]``), a
 terminated one is not. ``env.detach_state()`` cuts the graph between windows.
 
-Run (about 1.5 s per iteration with 64 envs on one CPU thread)::
+Run (about 1 s per iteration with 64 envs on one CPU thread; Warp's first kernel build
+takes about 30 s and is cached)::
 
     python examples/shac_newton.py --env DiffRLHopper --iterations 200
     python examples/shac_newton.py --env DiffRLHopper --iterations 200 --eval
 
-What to expect: the mean reward per step and the return of finished episodes climb as the
-hopper learns to stay up and move forward. Measured with
-``OMP_NUM_THREADS=1 python examples/shac_newton.py --threads 1 --iterations 60`` (defaults:
-DiffRLHopper, 64 envs, 32-step windows, seed 0):
-MEASURED_PLACEHOLDER
+What to expect: the reward per step and the mean return of the last ``--num-envs`` finished
+episodes climb as the hopper learns to stay up and hop forward. Measured on a 2-core CPU with
+``OMP_NUM_THREADS=1 python examples/shac_newton.py --env DiffRLHopper --iterations 200
+--threads 1 --eval`` (defaults: 64 envs, 32-step windows, seed 0; 205 s in all): iteration 10
+printed reward/step 1.34, episode return 152; iteration 100: 3.59, 2518; iteration 200:
+4.33, 3337; deterministic evaluation (each env's first episode, at most 1000 steps): 4252.
 
 pathgrad's production SHAC (the paper's 256 envs, learning-rate decay, checkpoints,
 evaluation, logging) is ``pathgrad train configs/diffrl_hopper_shac.yaml``.
