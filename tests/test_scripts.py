@@ -80,9 +80,9 @@ def test_overhead_benchmark_compares_thread_counts(tmp_path):
     assert "(1.000)" in row and float(row.rsplit("(", 1)[1].split(")")[0]) > 0
 
 
-def test_readme_python_example_runs(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_python_api_pages_object_example_runs(tmp_path):
+    page = (ROOT / "docs" / "python_api.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "readme_example.py"
     script.write_text(code)
     output = run_script(str(script), cwd=tmp_path)
@@ -267,9 +267,9 @@ def test_newton_bridge_benchmark_quick_mode_compares_against_the_torch_cartpole(
         assert ratio > 0  # a measured rate, not an empty cell
 
 
-def test_readme_one_call_example_runs(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### One call: `pathgrad.train` and `pathgrad.load`", 1)[1]
+def test_the_python_api_pages_one_call_example_runs(tmp_path):
+    page = (ROOT / "docs" / "python_api.md").read_text()
+    section = page.split("## One call: `pathgrad.train` and `pathgrad.load`", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     (tmp_path / "configs").symlink_to(ROOT / "configs")
     script = tmp_path / "one_call.py"

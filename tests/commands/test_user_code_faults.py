@@ -68,7 +68,7 @@ def test_a_bug_in_the_users_reward_names_its_line_and_keeps_the_run(tmp_path, mo
     last = stderr.strip().splitlines()[-1]
     assert last == f"pathgrad: error: KeyError: 'velocity_typo' at {where}"
     assert f'File "{path}", line {line}, in _reward' in stderr
-    assert "differentiable_trainer.py" not in stderr and "PATHGRAD_TRACEBACK=full" in stderr
+    assert "pathgrad/trainer/trainer.py" not in stderr and "PATHGRAD_TRACEBACK=full" in stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["num_updates"] >= 1
@@ -82,7 +82,7 @@ def test_a_bug_in_the_users_reward_names_its_line_and_keeps_the_run(tmp_path, mo
     monkeypatch.setenv("PATHGRAD_TRACEBACK", "full")
     code, _, stderr = train(tmp_path, "BuggyReward", "trainer.total_updates=20")
     assert code == 1 and "Traceback (most recent call last)" in stderr
-    assert "differentiable_trainer.py" in stderr  # every frame
+    assert "pathgrad/trainer/trainer.py" in stderr  # every frame
 
 
 @pytest.mark.parametrize(("bug", "code", "message"), [
