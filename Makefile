@@ -20,7 +20,6 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d site
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup --durations=15
 
 docs: $(STAMP)

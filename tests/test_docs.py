@@ -90,3 +90,16 @@ def test_the_python_examples_run_as_written(page, tmp_path):
         result = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=environment,
                                 capture_output=True, text=True, timeout=600)  # fmt: skip
         assert result.returncode == 0, f"{page}:\n{block}\n{result.stderr[-2000:]}"
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path):
+    """``make docs``: a broken link, a missing page or a docstring the API reference
+    cannot read fails the build (mkdocs --strict)."""
+    pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
+    environment = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(tmp_path)],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "api" / "index.html").is_file() and (tmp_path / "index.html").is_file()
