@@ -12,7 +12,6 @@ import difflib
 from typing import Any
 
 from pathgrad.commands import UsageError
-from pathgrad.commands.check_env_start import STARTS, gradient_failure_hint, gradient_start
 from pathgrad.core.crash_report import describe
 from pathgrad.env import (
     env_module_hint,
@@ -22,6 +21,7 @@ from pathgrad.env import (
 )
 from pathgrad.runs.config import default_document, validate_config
 from pathgrad.runs.config_sources import merge_layers
+from pathgrad.testing.gradient_start import STARTS, gradient_failure_hint, gradient_start
 
 __all__ = ["add_check_env_parser", "command_check_env"]
 
@@ -136,10 +136,11 @@ def command_check_env(args: argparse.Namespace) -> int:
         f"check-env {options.name}: {options.num_envs} envs, {config.env.dtype}, "
         f"{config.env.device}, seed {options.seed}"
     )
-    gradient_options = {
-        **gradient_start(env, options.start, options.seed),
-        "action_scale": options.action_scale,
-    }
+    try:
+        start = gradient_start(env, options.start, options.seed)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    gradient_options = {**start, "action_scale": options.action_scale}
     result = check_env(env, seed=options.seed, num_steps=options.steps,
                        gradients=not options.no_gradients,
                        gradient_options=gradient_options)  # fmt: skip

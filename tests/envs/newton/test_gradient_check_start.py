@@ -16,9 +16,9 @@ import warm_processes
 pytest.importorskip("newton")
 pytest.importorskip("gymnasium")
 
-from pathgrad.commands.check_env_start import first_switch  # noqa: E402
 from pathgrad.envs.newton.robots.gymnasium_locomotion import GymnasiumWalker2d  # noqa: E402
 from pathgrad.testing import check_env_gradients  # noqa: E402
+from pathgrad.testing.gradient_start import first_switch  # noqa: E402
 from pathgrad.testing.gradients import GradcheckError  # noqa: E402
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")

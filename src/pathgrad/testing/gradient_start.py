@@ -1,4 +1,4 @@
-"""The first state of ``pathgrad check-env``'s gradient check, and what its failure means.
+"""Where a gradient check starts (`pathgrad check-env --start`), and what its failure means.
 
 A robot whose dynamics switch (a joint limit's spring at the limit, a contact at touch)
 fails a finite-difference check that starts on a switch, though its gradients are right
@@ -34,14 +34,12 @@ def gradient_start(env: Any, start: str, seed: int) -> dict[str, Any]:
     """``check_env``'s ``gradient_options`` for ``start``.
 
     Raises:
-        UsageError: If the env cannot start there (no state, no ``smooth_start_state``).
+        ValueError: If the env cannot start there (no state, no ``smooth_start_state``).
     """
-    from pathgrad.commands import UsageError
-
     if start == "reset":
         return {}
     if not hasattr(env, "state"):
-        raise UsageError(f"--start {start}: the env has no state to start from.")
+        raise ValueError(f"--start {start}: the env has no state to start from.")
     if start == "settled":
         env.reset(seed=seed)
         zero = torch.zeros(env.num_envs, env.action_dim, dtype=env.dtype, device=env.device)
@@ -53,7 +51,7 @@ def gradient_start(env: Any, start: str, seed: int) -> dict[str, Any]:
                 env.step(zero)
         return {"initial_state": {k: v.detach().clone() for k, v in env.state.items()}}
     if not hasattr(env, "smooth_start_state"):
-        raise UsageError(
+        raise ValueError(
             f"--start smooth: {type(env).__name__} has no smooth_start_state(state); "
             "Newton robots have one, other envs can define it."
         )
