@@ -57,7 +57,6 @@ evaluated it, and from there reach that substep's joint coordinates.
 
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -68,6 +67,7 @@ from pathgrad.envs.base import State, check_constants
 from pathgrad.envs.newton.engine.actuation import check_positive_integers
 from pathgrad.envs.newton.engine.mass_matrix import hold_mass_matrix
 from pathgrad.envs.newton.robots.ant import ANT_CONTACT_MODEL, NewtonAnt
+from pathgrad.envs.newton.robots.diffrl_base import stochastic_free_root_start
 
 __all__ = ["DIFFRL_ANT_CONTACT_MODEL", "DiffRLAnt"]
 
@@ -158,13 +158,7 @@ class DiffRLAnt(NewtonAnt):
         joint_q[:, 2] = self.start_height
         joint_qd = torch.zeros(num, self.dofs, dtype=self.dtype, device=self.device)
         if self.stochastic_init:
-            joint_q[:, :3] += self._uniform(-0.1, 0.1, num, 3)
-            angle = self._uniform(-math.pi / 24, math.pi / 24, num, 1)
-            axis = torch.nn.functional.normalize(self._uniform(-0.5, 0.5, num, 3), dim=-1)
-            half = 0.5 * angle
-            joint_q[:, 3:7] = torch.cat([axis * torch.sin(half), torch.cos(half)], dim=-1)
-            joint_q[:, 7:] += self._uniform(-0.2, 0.2, num, 8)
-            joint_qd = self._uniform(-0.25, 0.25, num, self.dofs)
+            joint_qd = stochastic_free_root_start(self, joint_q)
         return {
             "joint_q": joint_q,
             "joint_qd": joint_qd,

@@ -30,6 +30,7 @@ are DiffRL's, and ``contact_model`` can set any of them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,7 +46,24 @@ from pathgrad.envs.newton.engine.contact_materials import (
 )
 from pathgrad.envs.newton.engine.mass_matrix import hold_mass_matrix
 
-__all__ = ["DiffRLRobot"]
+__all__ = ["DiffRLRobot", "stochastic_free_root_start"]
+
+
+def stochastic_free_root_start(env: Any, joint_q: torch.Tensor) -> torch.Tensor:
+    """DiffRL's random start of a free-root robot (Ant, Humanoid), in place on ``joint_q``.
+
+    +-0.1 m on the root position, the root turned by up to pi/24 about a random axis
+    (from upright), +-0.2 rad on every hinge; returns joint velocities uniform in
+    +-0.25. ``env._uniform`` draws from the env's own generator.
+    """
+    num = joint_q.shape[0]
+    joint_q[:, :3] += env._uniform(-0.1, 0.1, num, 3)
+    angle = env._uniform(-math.pi / 24, math.pi / 24, num, 1)
+    axis = torch.nn.functional.normalize(env._uniform(-0.5, 0.5, num, 3), dim=-1)
+    half = 0.5 * angle
+    joint_q[:, 3:7] = torch.cat([axis * torch.sin(half), torch.cos(half)], dim=-1)
+    joint_q[:, 7:] += env._uniform(-0.2, 0.2, num, joint_q.shape[1] - 7)
+    return env._uniform(-0.25, 0.25, num, env.dofs)
 
 
 class DiffRLRobot(NewtonEnv):

@@ -39,7 +39,6 @@ only beyond a limit) is 0. The root joint (free) is not damped, as in dflex.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ import torch
 
 from pathgrad.envs.base import State, check_constants
 from pathgrad.envs.newton.engine.kinematics import rotate
-from pathgrad.envs.newton.robots.diffrl_base import DiffRLRobot
+from pathgrad.envs.newton.robots.diffrl_base import DiffRLRobot, stochastic_free_root_start
 
 __all__ = ["DIFFRL_HUMANOID_CONTACT_MODEL", "DiffRLHumanoid", "MOTOR_STRENGTHS"]
 
@@ -150,12 +149,7 @@ class DiffRLHumanoid(DiffRLRobot):
         joint_q[:, 6] = 1.0
         joint_qd = torch.zeros(num, self.dofs, dtype=self.dtype, device=self.device)
         if self.stochastic_init:
-            joint_q[:, :3] += self._uniform(-0.1, 0.1, num, 3)
-            angle = self._uniform(-math.pi / 24, math.pi / 24, num, 1)
-            axis = torch.nn.functional.normalize(self._uniform(-0.5, 0.5, num, 3), dim=-1)
-            joint_q[:, 3:7] = torch.cat([axis * torch.sin(0.5 * angle), torch.cos(0.5 * angle)], -1)
-            joint_q[:, 7:] += self._uniform(-0.2, 0.2, num, self.coordinates - 7)
-            joint_qd = self._uniform(-0.25, 0.25, num, self.dofs)
+            joint_qd = stochastic_free_root_start(self, joint_q)
         return {
             "joint_q": joint_q,
             "joint_qd": joint_qd,
