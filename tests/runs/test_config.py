@@ -256,3 +256,15 @@ def test_an_alias_used_twice_is_no_loop(tmp_path):
     path = tmp_path / "shared.yaml"
     path.write_text("env: {num_envs: &n 8}\neval: {num_envs: *n}\n")
     assert load_config(path).eval.num_envs == 8
+
+
+def test_a_validated_config_carries_its_resolution_and_a_changed_env_is_resolved_again():
+    from pathgrad.envs import Pendulum, PointMass
+    from pathgrad.runs.config import resolution
+    from pathgrad.runs.run import build_env
+
+    config = load_config(None, [])
+    assert resolution(config).env_factory is PointMass and "seed" in resolution(config).env_arguments
+    assert load_config(None, []) == config  # the resolution is not part of the value
+    config.env.name = "Pendulum"  # edited after validation: built as what it now names
+    assert isinstance(build_env(config, 2, 0), Pendulum)

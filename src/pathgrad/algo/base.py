@@ -93,9 +93,7 @@ class BaseAlgorithm(ABC, Generic[RolloutT]):
         """
         if env is None:
             name = cls.algorithm_name or cls.__name__
-            raise ValueError(
-                f"Algorithm '{name}' needs env= to size {needs}."
-            )
+            raise ValueError(f"Algorithm '{name}' needs env= to size {needs}.")
         return (
             int(env.single_observation_space.shape[-1]),
             int(env.single_action_space.shape[-1]),

@@ -161,9 +161,18 @@ def validate_config(data: dict[str, Any]) -> RunConfig:
             ) from error
     algorithm_factory, algorithm_cfg_type = get_algorithm(config.algorithm.name)
     config._resolved = Resolution(
-        env_factory, frozenset(env_parameters(env_factory)), algorithm_factory, algorithm_cfg_type
+        _resolved_names(config),
+        env_factory,
+        frozenset(env_parameters(env_factory)),
+        algorithm_factory,
+        algorithm_cfg_type,
     )
     return config
+
+
+def _resolved_names(config: RunConfig) -> tuple[Any, ...]:
+    """What a resolution depends on: the env (and its module) and the algorithm named."""
+    return (config.env.name, config.env.module, config.algorithm.name)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -173,6 +182,7 @@ class Resolution:
     Not part of the config's value: it compares equal to any other (or none).
     """
 
+    names: tuple[Any, ...]  # the env, env module and algorithm it resolved
     env_factory: Any
     env_arguments: frozenset[str]
     algorithm_factory: Any
@@ -185,12 +195,13 @@ class Resolution:
 
 
 def resolution(config: RunConfig) -> Resolution:
-    """The env factory and algorithm of a validated ``config`` (validated now if it was not).
+    """The env factory and algorithm of a validated ``config`` (validated now if it was
+    not, or if its env or algorithm was changed since).
 
     Raises:
-        ConfigError: If ``config`` was never validated and is invalid.
+        ConfigError: If ``config`` needs validating and is invalid.
     """
-    if config._resolved is None:
+    if config._resolved is None or config._resolved.names != _resolved_names(config):
         config._resolved = validate_config(config.model_dump(mode="python"))._resolved
     return config._resolved
 
