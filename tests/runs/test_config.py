@@ -264,7 +264,8 @@ def test_a_validated_config_carries_its_resolution_and_a_changed_env_is_resolved
     from pathgrad.runs.run import build_env
 
     config = load_config(None, [])
-    assert resolution(config).env_factory is PointMass and "seed" in resolution(config).env_arguments
+    resolved = resolution(config)
+    assert resolved.env_factory is PointMass and "seed" in resolved.env_arguments
     assert load_config(None, []) == config  # the resolution is not part of the value
     config.env.name = "Pendulum"  # edited after validation: built as what it now names
     assert isinstance(build_env(config, 2, 0), Pendulum)
