@@ -19,14 +19,14 @@ train: $(STAMP)
 	$(VENV)/bin/pathgrad train
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples mkdocs_hooks.py
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup --durations=15
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples mkdocs_hooks.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/overhead.py
