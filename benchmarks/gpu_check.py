@@ -91,9 +91,10 @@ def cuda_tests(out: Path, budget: Budget, reserve_s: float, test_timeout_s: floa
     """Each test marked ``cuda`` in a process of its own: one row per test.
 
     A test that fails or hangs (in a kernel, a synchronisation) costs only its
-    own time: 15 s before its ``test_timeout_s`` are up, faulthandler writes
-    every thread's stack, and ``cuda_tests.log`` gets each test's whole output
-    as it ends (a check stopped at the limit of its machine keeps what ran).
+    own time: 15 s (a third of a shorter limit) before its ``test_timeout_s``
+    are up, faulthandler writes every thread's stack, and ``cuda_tests.log``
+    gets each test's whole output as it ends (a check stopped at the limit of
+    its machine keeps what ran).
     """
     log = out / "cuda_tests.log"
     log.write_text("")
@@ -119,9 +120,10 @@ def _run_tests(ids: list[str], out: Path, log: Path, timeout: float) -> list[dic
     """One pytest process for ``ids``: a row per test (a hang fails them all)."""
     report = out / "cuda_test.xml"
     report.unlink(missing_ok=True)
+    stacks_at = max(5, int(timeout - min(15, timeout / 3)))  # faulthandler's, before the kill
     command = [sys.executable, "-m", "pytest", *ids, "-q", "--tb=short", "-p", "no:cacheprovider",
                f"--junitxml={report}",
-               f"--override-ini=faulthandler_timeout={max(5, int(timeout) - 15)}"]  # fmt: skip
+               f"--override-ini=faulthandler_timeout={stacks_at}"]  # fmt: skip
     began = time.monotonic()
     try:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)

@@ -338,12 +338,12 @@ def test_the_gpu_check_names_a_failing_and_a_hanging_test_and_keeps_their_output
         "def test_hangs():\n    wait_in_a_kernel()\n"
     )
     log = tmp_path / "cuda_tests.log"
-    cases = (("test_passes", 60), ("test_fails", 60), ("test_hangs", 21))
+    cases = (("test_passes", 60), ("test_fails", 60), ("test_hangs", 14))
     rows = [gpu_check._run_tests([f"{tests}::{name}"], tmp_path, log, timeout)[0]
             for name, timeout in cases]  # fmt: skip
     assert [row["outcome"] for row in rows] == ["passed", "failed", "failed"]
     assert "the CUDA rollout differs" in rows[1]["message"]
-    assert rows[2]["message"] == "hung: killed at 21 s (stacks in cuda_tests.log)"
+    assert rows[2]["message"] == "hung: killed at 14 s (stacks in cuda_tests.log)"
     text = log.read_text()
     assert "assert 1 == 2" in text  # the failure's traceback
     assert "Timeout" in text and "wait_in_a_kernel" in text  # faulthandler's stack of the hang

@@ -259,9 +259,10 @@ def test_resume_options_and_logging_edits_are_not_edits(run_copy):
     config_file.write_text(
         config_file.read_text().replace("tensorboard: true", "tensorboard: false")
     )
-    result = pathgrad("resume", str(run_copy), "--total-timesteps", "200000", "--quiet",
+    result = pathgrad("resume", str(run_copy), "--total-timesteps", "4096", "--quiet",
                       cwd=run_copy.parent)  # fmt: skip
     assert result.returncode == 0, result.stderr
+    assert json.loads((run_copy / "summary.json").read_text())["num_updates"] == 8  # 16 x 32 each
 
 
 def test_an_emptied_config_yaml_is_refused_with_where_the_config_is_kept(run_copy):

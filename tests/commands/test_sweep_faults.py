@@ -18,7 +18,6 @@ from pathgrad.cli import main
 from pathgrad.commands import UsageError
 from pathgrad.commands.sweep import sweep_combinations
 from pathgrad.commands.sweep_record import cell_names, run_dir_state
-from pathgrad.core.parent_watch import PARENT_PID_VARIABLE
 from pathgrad.runs.run import read_metrics
 
 PATHGRAD = [sys.executable, "-m", "pathgrad"]
@@ -32,25 +31,25 @@ LONG = ["trainer.total_updates=100000", "env.num_envs=16", "eval.frequency_steps
         "trainer.keep_last_checkpoints=2"]  # fmt: skip
 
 
-def children_of(pids: set[int], cwd: Path | None = None) -> list[int]:
-    """Processes started with ``PATHGRAD_PARENT_PID`` one of ``pids`` (a sweep's runs).
-
-    With ``cwd``, also any other process working under that folder (a test's
-    own processes, however the code under test started them).
-    """
+def _processes(test) -> list[int]:
+    """Other processes for which ``test(/proc/PID)`` holds."""
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            variables = (entry / "environ").read_bytes().split(b"\0")
-            for variable in variables:
-                name, _, value = variable.partition(b"=")
-                if name == PARENT_PID_VARIABLE.encode() and value.isdigit() and int(value) in pids:
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if test(entry):
                     found.append(int(entry.name))
-            if cwd is not None and Path(os.readlink(entry / "cwd")).is_relative_to(cwd):
-                found.append(int(entry.name))
-    return sorted(set(found))
+    return sorted(found)
+
+
+def sweep_runs(sweep_dir: Path) -> list[int]:
+    """A sweep's runs, however started: the processes whose stderr is a log in ``sweep_dir``."""
+    return _processes(lambda entry: Path(os.readlink(entry / "fd" / "2")).parent == sweep_dir)
+
+
+def processes_in(folder: Path) -> list[int]:
+    """The processes working under ``folder`` (a test's sweeps, their runs and helpers)."""
+    return _processes(lambda entry: Path(os.readlink(entry / "cwd")).is_relative_to(folder))
 
 
 @pytest.fixture
@@ -63,7 +62,7 @@ def sweeps(tmp_path):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    for pid in children_of({process.pid for process in started}, tmp_path):
+    for pid in processes_in(tmp_path):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, 9)
 
@@ -144,14 +143,15 @@ def finish_with_budget(sweep_dir: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_the_sweep_reaches_every_run_and_no_other_starts(tmp_path, sweeps, signum):
     process, sweep_dir = start_long_sweep(sweeps, tmp_path)
-    runs = children_of({process.pid})
+    runs = sweep_runs(sweep_dir)
     assert len(runs) == 2 and all(os.getsid(pid) == pid for pid in runs)  # own sessions
     process.send_signal(signum)  # the sweep alone, as Ctrl-C at a terminal would now
     _, stderr = process.communicate(timeout=120)
     word, status = ("interrupted", 130) if signum == signal.SIGINT else ("terminated", 143)
     assert process.returncode == status, stderr
     one_line(stderr, f"pathgrad: sweep {word};", str(sweep_dir), f"pathgrad resume {sweep_dir}")
-    assert children_of({process.pid}) == []
+    assert sweep_runs(sweep_dir) == []
+    wait_for(lambda: not processes_in(tmp_path), "the sweep's helpers to end", timeout=10)
     states = [cell["state"] for cell in record(sweep_dir)["cells"]]
     assert states == [word, word, "pending"]
     for name in SEEDED[:2]:
@@ -165,9 +165,10 @@ def test_a_signal_to_the_sweep_reaches_every_run_and_no_other_starts(tmp_path, s
 
 def test_kill_9_of_the_sweep_leaves_no_orphans_and_resume_finishes_it(tmp_path, sweeps):
     process, sweep_dir = start_long_sweep(sweeps, tmp_path)
+    assert len(sweep_runs(sweep_dir)) == 2
     process.kill()
     process.wait()
-    wait_for(lambda: not children_of({process.pid}), "the runs to end by themselves")
+    wait_for(lambda: not processes_in(tmp_path), "the runs and helpers to end by themselves")
     for name in SEEDED[:2]:
         assert summary(sweep_dir / name)["status"] == "terminated"  # final checkpoint written
     assert [cell["state"] for cell in record(sweep_dir)["cells"]] == ["running"] * 2 + ["pending"]

@@ -1,8 +1,10 @@
 """``pathgrad train CONFIG --seeds 0 1 2 [--grid KEY=A,B ...] [--jobs N]``: several runs.
 
 Every combination of the seeds and the grid's values (a cell) is one
-``pathgrad train`` in its own process (one after another, or ``--jobs`` at a
-time, each with one torch thread unless ``OMP_NUM_THREADS`` says otherwise),
+``pathgrad train`` in its own process (forked from one warm server, so no run
+imports torch again: :mod:`pathgrad.commands.warm_start`), one after another,
+or ``--jobs`` at a time, each with one torch thread unless ``OMP_NUM_THREADS``
+says otherwise,
 its run directory named after its grid values and seed in one sweep folder,
 ``<runs_dir>/<experiment>-sweep-<time>/`` or ``--sweep-dir``, so ``pathgrad
 plot <sweep folder>/* --aggregate median`` draws the seeds of each grid point
@@ -48,6 +50,7 @@ from pathgrad.commands.sweep_record import (
     wait_until_free,
     write_record,
 )
+from pathgrad.commands.warm_start import start_command
 from pathgrad.core.parent_watch import supervised_environment
 from pathgrad.runs.config import ConfigError, load_config
 from pathgrad.runs.run import CONFIG_FILE, SUMMARY_FILE, SWEEP_FILE, RunLock
@@ -290,17 +293,17 @@ def _finish(
                 else:
                     continue
                 _check_cell(cell, config)
-        base = [sys.executable, "-m", "pathgrad"]
         resume_args = [*(f"--{key.replace('_', '-')}={value}" for key, value in
                          record["budget"].items()), *flags,
                        *([] if threads is None else [f"--num-threads={threads}"])]  # fmt: skip
 
         def command(cell: dict[str, Any], action: str) -> list[str]:
+            """The cell's ``pathgrad`` arguments."""
             run_dir = str(sweep_dir / cell["run_dir"])
             if action == "resume":
-                return [*base, "resume", run_dir, *resume_args, "--quiet"]
+                return ["resume", run_dir, *resume_args, "--quiet"]
             config = [] if record["config"] is None else [record["config"]]
-            return [*base, "train", *config, *train_args, *thread_override, *cell["overrides"],
+            return ["train", *config, *train_args, *thread_override, *cell["overrides"],
                     f"logging.runs_dir={sweep_dir}", "--run-dir", run_dir, "--quiet"]  # fmt: skip
 
         todo = [
@@ -337,10 +340,8 @@ class _Child:
         self.summary_before = _stat(self.run_dir / SUMMARY_FILE)
         with open(self.log_path, "ab") as log:
             self.log_offset = log.tell()
-            # its own session: a terminal's Ctrl-C reaches the sweep alone, which passes it on
-            self.process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=log,
-                                            start_new_session=True)  # fmt: skip
+        # its own session: a terminal's Ctrl-C reaches the sweep alone, which passes it on
+        self.process = start_command(argv, env=env, stderr_path=self.log_path)
         self.signals_sent = 0
 
     def final_state(self, code: int) -> tuple[str, str | None]:
