@@ -17,8 +17,6 @@ commands ``[PATHGRAD, *args]`` (the console script), ``[python, "-m", module,
 
 from __future__ import annotations
 
-import atexit
-import multiprocessing
 import os
 import shutil
 import signal
@@ -26,11 +24,11 @@ import subprocess
 import sys
 import tempfile
 import traceback
-import types
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+
+from pathgrad.commands.warm_start import ForkedProcess, exit_forked
 
 __all__ = ["run", "start", "WarmProcess"]
 
@@ -44,15 +42,6 @@ _PRELOAD = [
     "pathgrad.commands.training",
     "pathgrad.runs.plotting",
 ]
-_context: Any = None
-
-
-def _server() -> Any:
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(_PRELOAD)
-    return _context
 
 
 def _exec(command: Sequence[str]) -> int:
@@ -126,16 +115,10 @@ def _child(
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    code = _exec(command)
-    try:
-        atexit._run_exitfuncs()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code & 0xFF if code >= 0 else 1)
+    exit_forked(_exec(command))
 
 
-class WarmProcess:
+class WarmProcess(ForkedProcess):
     """A started command: the parts of ``subprocess.Popen`` the tests use."""
 
     def __init__(
@@ -146,46 +129,16 @@ class WarmProcess:
         env: Mapping[str, str] | None = None,
         start_new_session: bool = False,
     ) -> None:
-        self.args = [str(part) for part in command]
         folder = tempfile.mkdtemp(prefix="warm-")
         weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
         self._out, self._err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
         for path in (self._out, self._err):
             Path(path).touch()
-        self._process = _server().Process(
-            target=_child,
-            args=(
-                self.args,
-                str(cwd or os.getcwd()),
-                dict(os.environ if env is None else env),
-                self._out,
-                self._err,
-                start_new_session,
-            ),
-            daemon=False,
-        )
-        # The child must not import this process's __main__ (pytest's, or a script's)
-        # as multiprocessing does for spawned children: it runs only ``command``.
-        main = sys.modules["__main__"]
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            self._process.start()
-        finally:
-            sys.modules["__main__"] = main
-        self.pid = self._process.pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None and not self._process.is_alive():
-            self._process.join()
-            self.returncode = self._process.exitcode
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        self._process.join(timeout)
-        if self.poll() is None:
-            raise subprocess.TimeoutExpired(self.args, timeout)
-        return self.returncode  # type: ignore[return-value]
+        arguments = ([str(part) for part in command], str(cwd or os.getcwd()),
+                     dict(os.environ if env is None else env), self._out, self._err,
+                     start_new_session)  # fmt: skip
+        super().__init__(_child, arguments, preload=_PRELOAD)
+        self.args = arguments[0]
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:

@@ -34,12 +34,18 @@ from typing import Any, Protocol
 
 from pathgrad.core.parent_watch import PARENT_PID_VARIABLE
 
-__all__ = ["FRESH_PROCESSES_VARIABLE", "CommandProcess", "start_command"]
+__all__ = [
+    "FRESH_PROCESSES_VARIABLE",
+    "CommandProcess",
+    "ForkedProcess",
+    "exit_forked",
+    "start_command",
+]
 
 FRESH_PROCESSES_VARIABLE = "PATHGRAD_FRESH_PROCESSES"
-# What a run imports before its first update (torch._dynamo: an optimizer's first call).
+# What a run imports (torch._dynamo: its optimizer's first call; plotting: its last curve).
 _PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "pathgrad.cli",
-            "pathgrad.commands.training"]  # fmt: skip
+            "pathgrad.commands.training", "pathgrad.runs.plotting"]  # fmt: skip
 _context: Any = None
 
 
@@ -64,31 +70,30 @@ def start_command(
             return subprocess.Popen([sys.executable, "-m", "pathgrad", *arguments], env=dict(env),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=log, start_new_session=True)  # fmt: skip
-    return _WarmProcess(list(arguments), dict(env), str(stderr_path))
+    return ForkedProcess(_run_command, (list(arguments), os.getcwd(), dict(env), str(stderr_path)))
 
 
 def _forkserver_available() -> bool:
     return "forkserver" in multiprocessing.get_all_start_methods()
 
 
-def _server() -> Any:
+def _server(preload: Sequence[str]) -> Any:
+    """The fork server's context; its preload is set by its first user."""
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(_PRELOAD)
+        _context.set_forkserver_preload(list(preload))
     return _context
 
 
-class _WarmProcess:
-    """A command running in a process forked from the warm server."""
+class ForkedProcess:
+    """``target(*args)`` in a process forked from the warm server (a part of ``Popen``)."""
 
-    def __init__(self, arguments: list[str], env: dict[str, str], stderr_path: str) -> None:
-        self.args = arguments
-        self._process = _server().Process(
-            target=_run_command, args=(arguments, os.getcwd(), env, stderr_path), daemon=False
-        )
+    def __init__(self, target: Any, args: tuple, preload: Sequence[str] = _PRELOAD) -> None:
+        self.args = args
+        self._process = _server(preload).Process(target=target, args=args, daemon=False)
         # The child must not import this process's __main__ (a user's script that starts
-        # a sweep) as multiprocessing does for its children: it runs only the command.
+        # a sweep) as multiprocessing does for its children: it runs only ``target``.
         main = sys.modules["__main__"]
         sys.modules["__main__"] = types.ModuleType("__main__")
         try:
@@ -148,12 +153,17 @@ def _run_command(arguments: list[str], cwd: str, env: dict[str, str], stderr_pat
     except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, status 1
         traceback.print_exc()
     finally:
-        try:
-            atexit._run_exitfuncs()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code & 0xFF if code >= 0 else 1)
+        exit_forked(code)
+
+
+def exit_forked(code: int) -> None:
+    """End a forked process as an interpreter ends: exit handlers, streams flushed, ``code``."""
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code & 0xFF if code >= 0 else 1)
 
 
 def _let_the_server_end_with_the_supervisor() -> None:
