@@ -68,12 +68,12 @@ def main() -> None:
     )
     parser.add_argument("--window", type=int, default=WINDOW, help="steps per window")
     parser.add_argument(
-        "--quick", action="store_true", help="one small batch, two windows of 4 steps"
+        "--quick", action="store_true", help="one small batch, one window of 2 steps"
     )
     args = parser.parse_args()
     setting = args.num_threads
     if args.quick:
-        args.num_envs, args.windows, args.window = [8], 2, 4
+        args.num_envs, args.windows, args.window = [8], 1, 2
     pathgrad.env.import_env_modules(args.module)  # envs of installed plugins are known anyway
     names = args.envs or get_registered_learning_env_names()
     print(
