@@ -6,7 +6,8 @@ first update. A sweep starts its runs instead from a ``multiprocessing`` fork
 server that has imported them once (:func:`start_command`): each run is still a
 process of its own (its pid, session, working directory, environment, standard
 streams, exit status and signals), started in milliseconds; the server costs
-one interpreter per sweep. Where there is no fork server (Windows), or where
+one interpreter per sweep. Off Linux (macOS's system libraries are not safe
+to use in a forked child; Windows has no fork), or where
 ``PATHGRAD_FRESH_PROCESSES=1`` asks for it, each command gets a new
 interpreter (``python -m pathgrad``), as before.
 
@@ -74,7 +75,10 @@ def start_command(
 
 
 def _forkserver_available() -> bool:
-    return "forkserver" in multiprocessing.get_all_start_methods()
+    """Linux only: macOS's system libraries are not safe to use in a forked child."""
+    return (
+        sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods()
+    )
 
 
 def _server(preload: Sequence[str]) -> Any:
@@ -130,6 +134,7 @@ def _run_command(arguments: list[str], cwd: str, env: dict[str, str], stderr_pat
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
+    os.close(null)
     log = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(log, 2)
     os.close(log)
