@@ -51,6 +51,7 @@ from pathgrad.envs.newton.engine.rigid_id_adjoint import (
 )
 from pathgrad.envs.newton.engine.saved_arrays import SavedArrays, contact_detection_arrays
 from pathgrad.envs.newton.engine.step_functions import NewtonBodyStep, NewtonStep
+from pathgrad.envs.newton.engine.turning_normals import TurningNormals
 from pathgrad.envs.newton.engine.warp_graphs import (
     restore_external_forces,
     run_captured,
@@ -173,6 +174,12 @@ class NewtonSimulation:
         if self.uses_contacts and keep_contacts:
             arrays = contact_detection_arrays(self._contacts)
             self.saved_contacts = SavedArrays(arrays, self.substeps)
+        # Normals between curved shapes that turn with the bodies on the tape (None: no pair,
+        # or contacts detected again on the tape). After the saved contacts: they keep the
+        # arrays detection writes, the normals too.
+        self.turning_normals = None
+        if self.saved_contacts is not None:
+            self.turning_normals = TurningNormals.for_model(model, self._contacts, self.maximal)
         # Per-body contact wrenches and accelerations of every forward step (Featherstone).
         self.contact_signal: ContactSignal | None = None
         if self.uses_contacts and not self.maximal:
@@ -245,11 +252,15 @@ class NewtonSimulation:
         else:  # the bodies' poses are the solver's own first step (FK from joint_q)
             self._backward_in.clear_forces()
             self.saved_contacts.restore()
+            if self.turning_normals is not None:  # its poses, for a kept tape's adjoint
+                self.turning_normals.apply(self._backward_in)
 
     def _substep(self, state_in: Any, state_out: Any, control: Any, detect: bool = True) -> None:
         """One solver step; ``detect``: detect the contacts first (else use those held)."""
         if self._contacts is not None and detect:
             self._collision.collide(state_in, self._contacts)
+        if self.turning_normals is not None:
+            self.turning_normals.apply(state_in)
         self.solver.step(state_in, state_out, control, self._contacts, self.substep_dt)
 
     def _step_operations(self) -> None:
@@ -297,7 +308,7 @@ class NewtonSimulation:
 
     def _kept_elsewhere(self) -> tuple[Any, ...]:
         """Arrays a subclass keeps or evaluates again itself (not kept per substep)."""
-        return ()
+        return () if self.turning_normals is None else self.turning_normals.own_arrays()
 
     def _forward_kinematics_operations(self) -> None:
         initial = self._initial
@@ -350,6 +361,8 @@ class NewtonSimulation:
                 if array is not None and array.grad is not None:
                     array.grad.zero_()
         self._backward_control.joint_f.grad.zero_()
+        if self.turning_normals is not None:
+            self.turning_normals.zero_adjoints()
 
     # Torch side ------------------------------------------------------------------------
 

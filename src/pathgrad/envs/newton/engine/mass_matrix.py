@@ -87,7 +87,8 @@ class MassMatrixCachingSimulation(NewtonSimulation):
         self._count_from(bool(key))
 
     def _kept_elsewhere(self) -> tuple[Any, ...]:
-        return (self.solver.H, self.solver.L)  # held per block (or evaluated again)
+        # held per block (or evaluated again)
+        return (self.solver.H, self.solver.L, *super()._kept_elsewhere())
 
     def _step_operations(self) -> None:
         self._count_from(True)
