@@ -114,3 +114,44 @@ def test_without_turning_normals_two_curved_surfaces_disagree(tmp_path, monkeypa
 
     monkeypatch.setattr(TurningNormals, "for_model", classmethod(lambda *_: None))
     assert relative_error(tmp_path, "sphere", "sphere") > 0.05
+
+
+@pytest.mark.parametrize("turning", [True, False], ids=["turning", "held"])
+def test_semi_implicit_turns_the_normals_from_its_carried_body_poses(tmp_path, monkeypatch,
+                                                                     turning):  # fmt: skip
+    """``semi_implicit`` carries body poses: the Jacobian with respect to them and the action
+    agrees with central differences, and does not where the normal is held (14% off)."""
+    from pathgrad.envs.newton.engine.turning_normals import TurningNormals
+
+    if not turning:
+        monkeypatch.setattr(TurningNormals, "for_model", classmethod(lambda *_: None))
+    path = tmp_path / "spheres.xml"
+    path.write_text(pair_file("sphere", "sphere"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = TwoBodies(1, model_file=str(path), contacts=True, dt=0.01, substeps=10,
+                        solver="semi_implicit")  # fmt: skip
+    joint_q, joint_qd = torch.tensor([[-0.098, 0.01, 0.0, 0.0]]), torch.tensor([[0.5, 0, 0, 0.0]])
+    body_q, body_qd = (x.view(1, -1) for x in env.simulation.body_coordinates(joint_q, joint_qd))
+
+    def object_after(poses, action):
+        env.state = {"joint_q": joint_q, "joint_qd": joint_qd, "body_q": poses, "body_qd": body_qd}
+        env.elapsed_steps = torch.zeros(1, dtype=torch.long)
+        env.step(action)
+        return torch.cat([env.state["joint_q"][0, 2:], env.state["joint_qd"][0, 2:]])
+
+    start = (body_q, torch.tensor([[0.3, 0.05]]))
+    columns = [(0, 0), (0, 1), (0, 7), (0, 8), (1, 0), (1, 1)]  # both bodies' x and y, actions
+    leaves = [x.clone().requires_grad_() for x in start]
+    moved = object_after(*leaves)
+    rows = [torch.autograd.grad(entry, leaves, retain_graph=True) for entry in moved]
+    analytic = torch.tensor([[float(row[k].view(-1)[i]) for k, i in columns] for row in rows])
+    numeric = torch.zeros_like(analytic)
+    for column, (k, i) in enumerate(columns):
+        plus, minus = [x.clone() for x in start], [x.clone() for x in start]
+        plus[k].view(-1)[i] += 3e-5
+        minus[k].view(-1)[i] -= 3e-5
+        with torch.no_grad():
+            numeric[:, column] = (object_after(*plus) - object_after(*minus)) / 6e-5
+    error = float((analytic - numeric).norm() / numeric.norm())
+    assert error < 0.01 if turning else error > 0.05
