@@ -33,15 +33,6 @@ from pathgrad.commands.warm_start import ForkedProcess, exit_forked
 __all__ = ["run", "start", "WarmProcess"]
 
 PATHGRAD = str(Path(sys.executable).parent / "pathgrad")
-# What every command imports (torch._dynamo: an optimizer's first call, ~1.2 s).
-_PRELOAD = [
-    "torch",
-    "torch._dynamo",
-    "torch.utils.tensorboard",
-    "pathgrad.cli",
-    "pathgrad.commands.training",
-    "pathgrad.runs.plotting",
-]
 
 
 def _exec(command: Sequence[str]) -> int:
@@ -137,7 +128,7 @@ class WarmProcess(ForkedProcess):
         arguments = ([str(part) for part in command], str(cwd or os.getcwd()),
                      dict(os.environ if env is None else env), self._out, self._err,
                      start_new_session)  # fmt: skip
-        super().__init__(_child, arguments, preload=_PRELOAD)
+        super().__init__(_child, arguments)  # the server that sweeps fork their runs from
         self.args = arguments[0]
 
     def send_signal(self, signum: int) -> None:

@@ -81,21 +81,20 @@ def _forkserver_available() -> bool:
     )
 
 
-def _server(preload: Sequence[str]) -> Any:
-    """The fork server's context; its preload is set by its first user."""
+def _server() -> Any:
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(list(preload))
+        _context.set_forkserver_preload(_PRELOAD)
     return _context
 
 
 class ForkedProcess:
     """``target(*args)`` in a process forked from the warm server (a part of ``Popen``)."""
 
-    def __init__(self, target: Any, args: tuple, preload: Sequence[str] = _PRELOAD) -> None:
+    def __init__(self, target: Any, args: tuple) -> None:
         self.args = args
-        self._process = _server(preload).Process(target=target, args=args, daemon=False)
+        self._process = _server().Process(target=target, args=args, daemon=False)
         # The child must not import this process's __main__ (a user's script that starts
         # a sweep) as multiprocessing does for its children: it runs only ``target``.
         main = sys.modules["__main__"]

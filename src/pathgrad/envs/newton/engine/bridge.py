@@ -252,15 +252,13 @@ class NewtonSimulation:
         else:  # the bodies' poses are the solver's own first step (FK from joint_q)
             self._backward_in.clear_forces()
             self.saved_contacts.restore()
-            if self.turning_normals is not None:  # its poses, for a kept tape's adjoint
-                self.turning_normals.apply(self._backward_in)
 
     def _substep(self, state_in: Any, state_out: Any, control: Any, detect: bool = True) -> None:
         """One solver step; ``detect``: detect the contacts first (else use those held)."""
         if self._contacts is not None and detect:
             self._collision.collide(state_in, self._contacts)
-        if self.turning_normals is not None:
-            self.turning_normals.apply(state_in)
+        if self.turning_normals is not None:  # the backward buffers are the taped ones
+            self.turning_normals.apply(state_in, differentiated=state_in is self._backward_in)
         self.solver.step(state_in, state_out, control, self._contacts, self.substep_dt)
 
     def _step_operations(self) -> None:
@@ -335,6 +333,8 @@ class NewtonSimulation:
         self._prepare_backward()
         if self.kept is not None:
             self.kept[self._variant_key].restore()
+            if self.turning_normals is not None:  # its own poses, not kept: evaluated again
+                self.turning_normals.apply(self._backward_in)
             self._tape = self._kept_tapes[self._variant_key]
         else:
             self._tape = wp.Tape()

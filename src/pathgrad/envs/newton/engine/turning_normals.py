@@ -143,8 +143,8 @@ class TurningNormals:
     """The Warp operations that turn ``contacts``' normals with the bodies (one substep).
 
     Featherstone carries joint coordinates and overwrites the input state's body poses
-    inside its step, so the normals are computed from poses of their own (forward
-    kinematics of the input joint coordinates, on the tape); ``semi_implicit`` carries the
+    inside its step, so on the tape the normals are computed from poses of their own
+    (forward kinematics of the input joint coordinates); ``semi_implicit`` carries the
     body poses and reads them directly.
     """
 
@@ -160,10 +160,14 @@ class TurningNormals:
         """The operations where two curved shapes can touch, else ``None`` (nothing to do)."""
         return cls(model, contacts, maximal) if curved_pairs(model) else None
 
-    def apply(self, state_in: Any) -> None:
-        """Turn the held contacts' normals to ``state_in``'s poses (taped or not)."""
+    def apply(self, state_in: Any, differentiated: bool = True) -> None:
+        """Turn the held contacts' normals to ``state_in``'s poses.
+
+        ``differentiated=False`` (an untaped forward substep) reads ``state_in``'s body
+        poses, current for collision detection, instead of evaluating the normals' own.
+        """
         body_q = state_in.body_q
-        if self.poses is not None:
+        if self.poses is not None and differentiated:
             newton.eval_fk(self.model, state_in.joint_q, state_in.joint_qd, self.poses)
             body_q = self.poses.body_q
         model, contacts = self.model, self.contacts
