@@ -28,8 +28,9 @@ import torch
 import warp as wp
 
 from pathgrad.envs.newton import DiffRLAnt, NewtonAnt
+from pathgrad.envs.newton.robots.gymnasium_pusher import GymnasiumPusher
 
-ENVS = {"DiffRLAnt": DiffRLAnt, "NewtonAnt": NewtonAnt}
+ENVS = {"DiffRLAnt": DiffRLAnt, "NewtonAnt": NewtonAnt, "GymnasiumPusher": GymnasiumPusher}
 # Phases by kernel name (Newton 1.8 / Warp 1.19); the first match wins.
 PHASES = (
     ("collision detection", ("collide", "broad", "narrow", "sdf", "shape_aabb", "verify_")),
@@ -97,7 +98,7 @@ def _fresh(name: str, num_envs: int, capture: bool) -> Any:
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for _ in range(30):
-            env.step(2.0 * torch.rand(num_envs, 8, generator=generator) - 1.0)
+            env.step(2.0 * torch.rand(num_envs, env.action_dim, generator=generator) - 1.0)
     env.detach_state()
     return env
 
@@ -105,7 +106,7 @@ def _fresh(name: str, num_envs: int, capture: bool) -> Any:
 def captured(name: str, num_envs: int, window: int, repeats: int) -> dict[str, float]:
     env = _fresh(name, num_envs, capture=True)
     generator = torch.Generator().manual_seed(2)
-    actions = 2.0 * torch.rand(window, num_envs, 8, generator=generator) - 1.0
+    actions = 2.0 * torch.rand(window, num_envs, env.action_dim, generator=generator) - 1.0
     _window(env, actions, backward=True)  # capture the graphs
     env.detach_state()
     nograph, forward, backward = [], [], []
@@ -130,7 +131,7 @@ def captured(name: str, num_envs: int, window: int, repeats: int) -> dict[str, f
 def uncaptured(name: str, num_envs: int, window: int) -> tuple[KernelTimer, float, float]:
     env = _fresh(name, num_envs, capture=False)
     generator = torch.Generator().manual_seed(2)
-    actions = 2.0 * torch.rand(window, num_envs, 8, generator=generator) - 1.0
+    actions = 2.0 * torch.rand(window, num_envs, env.action_dim, generator=generator) - 1.0
     _window(env, actions, backward=True)  # build the kernels
     env.detach_state()
     with KernelTimer() as timer:
