@@ -40,6 +40,7 @@ from pathgrad.envs.newton.engine.contact_capacity import (
     ContactCapacityWatch,
     contact_capacity_problems,
 )
+from pathgrad.envs.newton.engine.contact_materials import override_contact_constants
 from pathgrad.envs.newton.engine.contact_signal import CONTACT_SIGNAL_FRAMES
 from pathgrad.envs.newton.engine.gradient_check_start import GradientCheckStarts
 from pathgrad.envs.newton.engine.kinematics import BodyPoses, NewtonKinematics
@@ -106,6 +107,10 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             (a capsule or sphere on a plane makes at most 2); ``None`` keeps the
             class's :attr:`contacts_per_shape_pair` (its ``None``: Newton's estimate).
             A step that needs more is warned about once (:mod:`.contact_capacity`).
+        contact_ke, contact_kd: Contact stiffness (N/m) and damping (N s/m) of every
+            shape and the ground, replacing the model's (an MJCF file's: Newton's
+            2500 and 100); ``None`` keeps them. A softer contact changes less across
+            touch (a smoother map for gradients) and allows longer substeps.
         capture: Replay each step's Warp operations as captured graphs (the
             same results; ``False`` launches every kernel from Python).
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
@@ -156,6 +161,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         capture: bool = True,
         contact_signal_frame: str | None = None,
         contacts_per_shape_pair: int | None = None,
+        contact_ke: float | None = None,
+        contact_kd: float | None = None,
         **kwargs: Any,
     ) -> None:
         if contacts_per_shape_pair is not None:
@@ -198,6 +205,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         ):
             if value is not None:
                 values[:] = per_dof(name, value, world.joint_dof_count)
+        ground = override_contact_constants(world, self.ground_config(), contact_ke, contact_kd)
         check_finite_model(world)
         check_masses(world, world.body_label, world.joint_label)
         for warning in (
@@ -209,7 +217,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         builder = newton.ModelBuilder(gravity=self.gravity)
         builder.replicate(world, int(num_envs))
         if contacts and not (self.mujoco_coordinates is not None and has_floor(world)):
-            builder.add_ground_plane(cfg=self.ground_config())  # a file's own floor: not twice
+            builder.add_ground_plane(cfg=ground)  # a file's own floor: not twice
         model = builder.finalize(device=str(torch.device(device)), requires_grad=True)
         for warning in (
             ground_penetration(model) if contacts else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,7 +10,12 @@ import newton
 
 from pathgrad.envs.base import check_constants
 
-__all__ = ["contact_model_with", "ground_shape_config", "set_contact_materials"]
+__all__ = [
+    "contact_model_with",
+    "ground_shape_config",
+    "override_contact_constants",
+    "set_contact_materials",
+]
 
 
 def contact_model_with(
@@ -47,3 +53,38 @@ def ground_shape_config(model: dict[str, float]) -> Any:
     return newton.ModelBuilder.ShapeConfig(
         ke=model["contact_ke"], kd=model["contact_kd"], kf=model["contact_kf"], mu=model["mu"]
     )
+
+
+def override_contact_constants(
+    builder: Any, ground: Any, contact_ke: float | None, contact_kd: float | None
+) -> Any:
+    """Every shape of ``builder``, and the ground's configuration ``ground`` (a
+    ``ShapeConfig``, or ``None`` for Newton's default), with the stiffness ``contact_ke``
+    (N/m) and damping ``contact_kd`` (N s/m) given; ``None`` keeps a constant as it is.
+    Returns the ground's configuration (``ground`` itself where nothing is given).
+
+    Raises:
+        ValueError: Naming ``contact_ke`` where it is not positive and finite, or
+            ``contact_kd`` where it is negative or not finite.
+    """
+    for name, value, low in (("contact_ke", contact_ke, "positive"),
+                             ("contact_kd", contact_kd, "non-negative")):  # fmt: skip
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name} must be a {low} number (N/m or N s/m), got {value!r}.")
+        if not math.isfinite(value) or value < 0 or (value == 0 and low == "positive"):
+            raise ValueError(f"{name} must be {low} and finite, got {value}.")
+    if contact_ke is None and contact_kd is None:
+        return ground
+    ground = ground if ground is not None else newton.ModelBuilder.ShapeConfig()
+    for shape in range(builder.shape_count):
+        if contact_ke is not None:
+            builder.shape_material_ke[shape] = float(contact_ke)
+        if contact_kd is not None:
+            builder.shape_material_kd[shape] = float(contact_kd)
+    if contact_ke is not None:
+        ground.ke = float(contact_ke)
+    if contact_kd is not None:
+        ground.kd = float(contact_kd)
+    return ground

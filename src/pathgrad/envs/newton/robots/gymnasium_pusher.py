@@ -60,8 +60,8 @@ class GymnasiumPusher(NewtonEnv):
         device: Torch device.
         reward_near_weight, reward_dist_weight, reward_control_weight: v5's
             arguments, v5's defaults (0.5, 1, 0.1).
-        **kwargs: NewtonEnv's (``substeps``, default :data:`SUBSTEPS`; ``capture``,
-            ``seed``, ...).
+        **kwargs: NewtonEnv's (``substeps``: default :data:`SUBSTEPS`, ``"auto"`` where
+            ``contact_ke`` or ``contact_kd`` is given; ``capture``, ``seed``, ...).
     """
 
     asset = "pusher_v5.xml"
@@ -80,7 +80,8 @@ class GymnasiumPusher(NewtonEnv):
             if name in kwargs:
                 setattr(self, name, float(kwargs.pop(name)))
         path = gymnasium_asset(self.asset)
-        kwargs.setdefault("substeps", SUBSTEPS)
+        softened = kwargs.get("contact_ke") is not None or kwargs.get("contact_kd") is not None
+        kwargs.setdefault("substeps", "auto" if softened else SUBSTEPS)
         dt = self.frame_skip * (read_mjcf_options(path).timestep or 0.002)
         super().__init__(num_envs, device, model_file=path, contacts=True, dt=dt, **kwargs)
         self._tracked = [self.body_index(body) for body in ("tips_arm", "object", "goal")]
