@@ -39,8 +39,10 @@ Per window length ``H``:
   ``--eps``.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/contact_gradient_bias.py [--windows 1 2 4 8 16 32]
-[--sigma 0.1] [--samples 128] [--reference-pairs 1024] [--held-normals] [--json PATH]``.
-``--held-normals`` holds contact normals fixed (pathgrad before its turning normals).
+[--sigma 0.1] [--samples 128] [--reference-pairs 1024] [--held-normals] [--contact-ke KE
+--contact-kd KD] [--json PATH]``. ``--held-normals`` holds contact normals fixed (pathgrad
+before its turning normals); ``--contact-ke``/``--contact-kd`` soften the contact (the
+Pusher configs' 250 and 5, with 33 substeps).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import json
 import math
 import time
 import warnings
+from typing import Any
 
 import torch
 
@@ -72,8 +75,9 @@ def _rotate(quat: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
 class PushingNominal:
     """The pushing start and the nominal open-loop actions (see the module docstring)."""
 
-    def __init__(self, steps: int, kp: float, kd: float) -> None:
-        self.env = GymnasiumPusher(1)
+    def __init__(self, steps: int, kp: float, kd: float, **env_kwargs: Any) -> None:
+        self.env = GymnasiumPusher(1, **env_kwargs)
+        self.env_kwargs = env_kwargs
         self.wrist = self.env.body_index("r_wrist_roll_link")
         self.object = torch.tensor([OBJECT_QPOS])
         self.lower, self.upper = torch.tensor(ARM_LOWER) + 0.05, torch.tensor(ARM_UPPER) - 0.05
@@ -135,7 +139,7 @@ class WindowReturn:
     nominal actions plus the offset ``theta`` (one row per world)."""
 
     def __init__(self, nominal: PushingNominal, batch: int) -> None:
-        self.env = GymnasiumPusher(batch)
+        self.env = GymnasiumPusher(batch, **nominal.env_kwargs)
         self.nominal, self.batch = nominal, batch
 
     def __call__(self, theta: torch.Tensor, steps: int) -> torch.Tensor:
@@ -235,6 +239,9 @@ def main() -> None:
     parser.add_argument("--kp", type=float, default=10.0)
     parser.add_argument("--kd", type=float, default=1.0)
     parser.add_argument("--held-normals", action="store_true")
+    parser.add_argument("--contact-ke", type=float, help="GymnasiumPusher's contact_ke")
+    parser.add_argument("--contact-kd", type=float, help="GymnasiumPusher's contact_kd")
+    parser.add_argument("--substeps", help="GymnasiumPusher's substeps (a number or auto)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the file's light goal body; the substeps chosen
@@ -244,14 +251,21 @@ def main() -> None:
         TurningNormals.for_model = classmethod(lambda *_: None)
     torch.set_num_threads(1)
     started = time.time()
-    nominal = PushingNominal(max(args.windows), args.kp, args.kd)
+    env_kwargs = {"contact_ke": args.contact_ke, "contact_kd": args.contact_kd}
+    if args.substeps is not None:
+        env_kwargs["substeps"] = args.substeps if args.substeps == "auto" else int(args.substeps)
+    nominal = PushingNominal(max(args.windows), args.kp, args.kd, **env_kwargs)
     f = WindowReturn(nominal, args.samples)
     rows = []
     for steps in args.windows:
         rows.append(measure(f, steps, args))
         print(json.dumps({k: round(v, 4) for k, v in rows[-1].items()}), flush=True)
+    model = nominal.env.simulation.model
     print(f"\nGymnasiumPusher, sigma {args.sigma}, N {args.samples}, reference pairs "
           f"{args.reference_pairs}, normals {'held' if args.held_normals else 'turning'}, "
+          f"contact ke {model.shape_material_ke.numpy().max():g}, kd "
+          f"{model.shape_material_kd.numpy().max():g}, substeps "
+          f"{nominal.env.simulation_options['substeps']}, "
           f"one thread, {time.time() - started:.0f} s\n")  # fmt: skip
     print("| " + " | ".join(rows[0]) + " |\n|" + "---:|" * len(rows[0]))
     for row in rows:

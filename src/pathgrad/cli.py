@@ -135,6 +135,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="also plot this evaluation metric (e.g. forward_velocity); repeatable",
     )
+    plot.add_argument(
+        "--x",
+        choices=["steps", "time"],
+        help="only this x axis: env steps or wall time (default: both, side by side)",
+    )
     plot.set_defaults(handler=command_plot)
 
     configs = commands.add_parser("configs", help="list the built-in configs (train NAME)")

@@ -74,6 +74,13 @@ def test_train_writes_a_complete_run_directory(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["num_updates"] == 6
     assert summary["last_eval_metrics"]["global_step"] == 6 * 16 * 32  # final evaluation
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    evaluations = [r for r in map(json.loads, lines) if r["kind"] == "eval"]
+    best = max(evaluations, key=lambda r: r["eval/avg_reward"])  # the first of equals
+    assert summary["best_evaluation"] == {"metric": "eval/avg_reward",
+                                          "value": best["eval/avg_reward"],
+                                          "global_step": best["global_step"],
+                                          "time": best["time"]}  # fmt: skip
     kinds = [e["kind"] for e in read_index(run_dir / "checkpoints")]
     assert kinds[-1] == "final" and "best" in kinds
     assert list((run_dir / "tb").iterdir())

@@ -122,3 +122,16 @@ def test_gradient_health_gets_log_scaled_rows_with_skipped_updates_marked(tmp_pa
     assert len(norm_line.get_xdata()) == 38  # skipped updates have no norm
     assert list(skipped_marks.get_xdata()) == [7 * 64 * 32, 30 * 64 * 32]
     plt.close(figure)
+
+
+@pytest.mark.parametrize(("x", "label"), [("steps", "env steps"), ("time", "wall time (s)")])
+def test_one_x_axis_on_request(tmp_path, x, label):
+    run = write_run(tmp_path / "a", evaluations=True)
+    figure = learning_curve_figure([run], x=x)
+    assert len(figure.axes) == 2  # evaluation and training return, one column
+    assert {axis.get_xlabel() for axis in figure.axes} == {label}
+    lines = [line for line in figure.axes[0].get_lines() if len(line.get_xdata()) > 1]
+    assert max(lines[0].get_xdata()) == (20.0 if x == "time" else 40 * 64 * 32)
+    plt.close(figure)
+    with pytest.raises(ValueError, match="x must be one of steps, time, got 'seconds'"):
+        learning_curve_figure([run], x="seconds")

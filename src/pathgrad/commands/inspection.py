@@ -125,8 +125,8 @@ def command_export(args: argparse.Namespace) -> int:
 
 
 def command_plot(args: argparse.Namespace) -> int:
-    """``pathgrad plot RUN_DIR... [-o curves.png] [--metric NAME]...`` (without -o, never
-    overwrites a file)."""
+    """``pathgrad plot RUN_DIR... [-o curves.png] [--metric NAME]... [--x steps|time]``
+    (without -o, never overwrites a file)."""
     from pathgrad.runs.plotting import learning_curve_figure, save_png
 
     output = Path(args.output) if args.output else _free_name(Path("curves.png"))
@@ -137,7 +137,7 @@ def command_plot(args: argparse.Namespace) -> int:
     if not run_dirs:
         raise UsageError(f"no run directory among {' '.join(args.run_dirs)}.")
     try:
-        figure = learning_curve_figure(run_dirs, args.metric or (), args.aggregate)
+        figure = learning_curve_figure(run_dirs, args.metric or (), args.aggregate, args.x)
     except (OSError, ValueError) as error:
         raise UsageError(str(error)) from error
     try:

@@ -27,6 +27,7 @@ HEALTH_PANELS = (
     ("train", "train/action_adjoint_preclip_max_norm", "largest action-adjoint norm"),
 )
 AXES = (("global_step", "env steps"), ("time", "wall time (s)"))
+X_CHOICES = ("steps", "time")  # AXES' names on the command line
 
 
 def run_label(run_dir: Path, others: Sequence[Path] = ()) -> str:
@@ -78,9 +79,13 @@ def save_png(figure: Figure, output: str | Path) -> Path:
 
 
 def learning_curve_figure(
-    run_dirs: Sequence[str | Path], metrics: Sequence[str] = (), aggregate: str | None = None
+    run_dirs: Sequence[str | Path],
+    metrics: Sequence[str] = (),
+    aggregate: str | None = None,
+    x: str | None = None,
 ) -> Figure:
-    """Evaluation and training return against env steps and wall time.
+    """Evaluation and training return against env steps and wall time (``x``: ``steps``
+    or ``time`` for one of them).
 
     Rows without any data (evaluation switched off) are left out; each run is
     labelled with its name, env, algorithm and seed; env steps read as 200k, 1M.
@@ -97,6 +102,9 @@ def learning_curve_figure(
         ValueError: If a ``metrics.jsonl`` has a malformed line (other than a cut last
             one), or no run has a requested metric.
     """
+    if x not in (None, *X_CHOICES):
+        raise ValueError(f"x must be one of {', '.join(X_CHOICES)}, got {x!r}.")
+    x_axes = AXES if x is None else [AXES[X_CHOICES.index(x)]]
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
     records = {}
     for run_dir in run_dirs:
@@ -119,16 +127,16 @@ def learning_curve_figure(
         if any(_points(run_records, *panel[:2]) for run_records in records.values())
     ]
     # A figure on its own Agg canvas: no pyplot (its import and global state) needed.
-    figure = Figure(figsize=(11, 3.5 * len(panels) + 0.5))
+    figure = Figure(figsize=(5.5 * len(x_axes), 3.5 * len(panels) + 0.5))
     FigureCanvasAgg(figure)
-    axes = figure.subplots(len(panels), len(AXES), squeeze=False)
+    axes = figure.subplots(len(panels), len(x_axes), squeeze=False)
     if aggregate is None:
         curves = {run_label(run_dir, run_dirs): [run_dir] for run_dir in run_dirs}
     else:
         curves = group_by_config({run_dir: _read_config(run_dir) for run_dir in run_dirs})
     for label, group in curves.items():
         for row, (kind, key, title) in enumerate(panels):
-            for column, (x_key, x_label) in enumerate(AXES):
+            for column, (x_key, x_label) in enumerate(x_axes):
                 axis = axes[row][column]
                 if len(group) == 1:
                     _draw_run(axis, records[group[0]], kind, key, x_key, label)

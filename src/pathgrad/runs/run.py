@@ -48,6 +48,7 @@ __all__ = [
     "read_metrics",
     "write_config",
     "write_summary",
+    "best_evaluation",
 ]
 
 CONFIG_FILE = "config.yaml"
@@ -452,12 +453,38 @@ def _record_problem(record: Any) -> str | None:
 def write_summary(
     run_dir: Path, trainer: DifferentiableTrainer, status: str, error: str | None = None
 ) -> Path:
-    """Write ``summary.json``: status, counters, last metrics, checkpoint paths, error."""
+    """Write ``summary.json``: status, counters, last metrics, checkpoint paths, the best
+    evaluation (:func:`best_evaluation`), error."""
     summary = trainer.get_summary()
     for key in ("train_history", "eval_history"):
         summary.pop(key)
     summary["status"] = status
+    summary["best_evaluation"] = best_evaluation(
+        run_dir, trainer.cfg.best_eval_metric, trainer.cfg.best_eval_mode
+    )
     if error is not None:
         summary["error"] = error
     payload = json.dumps(json_safe(summary), indent=2, allow_nan=False).encode()
     return atomic_write(run_dir / SUMMARY_FILE, lambda handle: handle.write(payload))
+
+
+def best_evaluation(run_dir: Path, metric: str, mode: str) -> dict[str, float] | None:
+    """The evaluation of ``metrics.jsonl`` with the best ``metric`` (``mode`` ``max`` or
+    ``min``; the first of equals): its value, ``global_step`` and ``time`` (wall seconds
+    since the run began, resumes included); ``None`` before any evaluation."""
+    path = Path(run_dir) / METRICS_FILE
+    records = _parse_lines(path, strict=False)[0] if path.is_file() else []
+    best = None
+    for record in records:
+        value = record.get(metric)
+        if record.get("kind") != "eval" or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value) or (best is not None and not (
+            value > best[metric] if mode == "max" else value < best[metric]
+        )):  # fmt: skip
+            continue
+        best = record
+    if best is None:
+        return None
+    return {"metric": metric, "value": best[metric], "global_step": best.get("global_step"),
+            "time": best.get("time")}  # fmt: skip
