@@ -130,6 +130,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
     mujoco_meaning = True
     # None: an MJCF file's <option gravity> (with mujoco_meaning), else (0, 0, -9.81).
     gravity: tuple[float, float, float] | None = None
+    # With contacts, a ground plane at z = 0 where the model file has no floor of its own.
+    ground_plane = True
     # Contact capacity per collidable shape pair (None: Newton's estimate; see NewtonSimulation).
     contacts_per_shape_pair: int | None = None
     # Frame of info["contact_forces"] / ["accelerations"]: "world_origin" (dflex's) or "body".
@@ -216,7 +218,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
                 warnings.warn(f"{type(self).__name__}: {warning}", UserWarning, stacklevel=2)
         builder = newton.ModelBuilder(gravity=self.gravity)
         builder.replicate(world, int(num_envs))
-        if contacts and not (self.mujoco_coordinates is not None and has_floor(world)):
+        floor = self.mujoco_coordinates is not None and has_floor(world)
+        if contacts and self.ground_plane and not floor:
             builder.add_ground_plane(cfg=ground)  # a file's own floor: not twice
         model = builder.finalize(device=str(torch.device(device)), requires_grad=True)
         for warning in (
