@@ -26,7 +26,7 @@ pytestmark = pytest.mark.xdist_group("hand_reorient")
 def env() -> HandReorient:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return HandReorient(2, seed=0, capture=False)
+        return HandReorient(2, seed=0)
 
 
 def test_forward_kinematics_are_mujocos(env):
@@ -123,3 +123,33 @@ def test_a_reached_goal_is_replaced_and_counted_and_a_drop_terminates(env):
     dropped = _state_with_cube(env, goal, position=(0.0, -0.1, 0.56 - 0.25))
     assert env._terminated(dropped).tolist() == [True]
     assert env._terminated(_state_with_cube(env, goal)).tolist() == [False]
+
+
+def test_the_action_jacobian_in_sustained_contact_matches_central_differences(env):
+    """The cube dropped on the fingers (inside their limits, the thumb off its limit) slides
+    over them from the 9th step on; at the 16th, one step's Jacobian of the cube's velocity
+    with respect to the 16 torques agrees with central differences (measured 1.3%). Not
+    checked: the Jacobian with respect to positions, where box contacts make the step
+    discontinuous (the differences grow as their step shrinks: Newton's contact points
+    between two boxes change with the pose)."""
+    from pathgrad.testing.jacobians import finite_differences, jacobians
+
+    state = env._sample_initial_state(2)
+    joint_q = state["joint_q"].clone()
+    joint_q[:, :16] = 0.15 * (env.lower + env.upper)
+    joint_q[:, 12] = 0.4
+    joint_q[:, 16:23] = torch.tensor([0.0, -0.08, 0.56, 0.0, 0.0, 0.0, 1.0])
+    state = {**state, "joint_q": joint_q, "joint_qd": torch.zeros_like(state["joint_qd"])}
+    with torch.no_grad():
+        for _ in range(16):
+            state = env._dynamics(state, torch.zeros(2, 16))
+    start = torch.zeros(16)
+
+    def cube_velocity(action: torch.Tensor) -> tuple[torch.Tensor]:  # row 0's
+        actions = torch.stack([action, torch.zeros_like(action)])
+        return (env._dynamics(state, actions)["joint_qd"][0, 16:],)
+
+    (analytic,) = jacobians(cube_velocity, (start.clone().requires_grad_(),))
+    (numeric,) = finite_differences(cube_velocity, (start,), 1e-3)
+    assert float(numeric.norm()) > 1.0  # the fingers move the cube: in contact
+    assert float((analytic - numeric).norm() / numeric.norm()) < 0.03
