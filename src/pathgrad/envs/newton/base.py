@@ -107,10 +107,10 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             (a capsule or sphere on a plane makes at most 2); ``None`` keeps the
             class's :attr:`contacts_per_shape_pair` (its ``None``: Newton's estimate).
             A step that needs more is warned about once (:mod:`.contact_capacity`).
-        contact_ke, contact_kd: Contact stiffness (N/m) and damping (N s/m) of every
-            shape and the ground, replacing the model's (an MJCF file's: Newton's
-            2500 and 100); ``None`` keeps them. A softer contact changes less across
-            touch (a smoother map for gradients) and allows longer substeps.
+        contact_ke: Contact stiffness (N/m) of every shape and the ground, replacing
+            the model's (an MJCF file's: Newton's 2500); ``None`` keeps it. A softer
+            contact changes less across touch and allows longer substeps.
+        contact_kd: Contact damping (N s/m) likewise (Newton's 100 for a file).
         capture: Replay each step's Warp operations as captured graphs (the
             same results; ``False`` launches every kernel from Python).
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
