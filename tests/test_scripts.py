@@ -455,3 +455,25 @@ def test_mjcf_against_mujoco_reports_what_differs_and_what_does_not_load(tmp_pat
     assert "coupled.xml: " in output and "1 equality constraints: left out" in output
     assert "no actuator of the file drives a joint, so the actions drive every joint" in output
     assert rows["broken.xml"][1] == "MuJoCo rejects it"
+
+
+def test_time_to_return_times_each_seed_from_the_command_start(tmp_path):
+    """Two seeds of a short PointMass run: the first evaluation reaches any return above
+    -1e6 (both seeds, times from the command's start), none reaches 1e9; the finished runs
+    read back with --runs give the same counts from their own clock."""
+    output = run_script(
+        str(ROOT / "benchmarks" / "time_to_return.py"), str(ROOT / "configs" / "point_mass.yaml"),
+        "trainer.total_updates=4", "eval.frequency_steps=2048", "env.num_envs=16",
+        "--returns", "-1000000", "1e9", "--seeds", "0", "1", "--parallel", "2",
+        "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path,
+    )  # fmt: skip
+    rows = {line.split("|")[1].strip(): line for line in output.splitlines()
+            if line.startswith("| ") and "return" not in line}  # fmt: skip
+    reached, median = (cell.strip() for cell in rows["-1e+06"].split("|")[2:4])
+    assert reached == "2/2" and float(median) > 1.0  # start-up included
+    assert rows["1e+09"].split("|")[2].strip() == "0/2"
+    assert "--num-threads 1" in output and "seeds [0, 1], 2 at once" in output
+    runs = sorted(str(path) for path in (tmp_path / "runs").iterdir())
+    again = run_script(str(ROOT / "benchmarks" / "time_to_return.py"), "--returns", "-1000000",
+                       "--runs", *runs, cwd=tmp_path)  # fmt: skip
+    assert "| -1e+06 | 2/2 |" in again
