@@ -1,0 +1,228 @@
+"""AnymalVelocity: ANYmal C follows velocity commands on flat ground, legged_gym's task.
+
+The robot is pathgrad's model file ``assets/anymal_c.xml`` (published facts; PD position
+actuators of kp 80, kd 2, 80 N m). The task is legged_gym's flat-terrain ANYmal C
+(``anymal_c_flat_config.py`` over ``legged_robot_config.py``; facts in
+docs/research/legged_gym_facts.md), per policy step of 0.02 s (4 PD steps of 0.005 s):
+
+- **Action** (12): joint targets ``default + 0.5 action`` (the default stance: HAA 0, HFE
+  +-0.4, KFE -+0.8), tracked by the PD law, torques clipped to 80 N m.
+- **Commands** ``(vx, vy, yaw rate)``: vx, vy ~ U(-1, 1) m/s, yaw rate ~ U(-1.5, 1.5) rad/s,
+  drawn again every 4 s; a planar command of norm 0.2 or less is zeroed.
+- **Observation** (48): base linear velocity (body frame) x 2, angular velocity (body
+  frame) x 0.25, gravity in the body frame, the commands x (2, 2, 0.25), joint angles
+  minus the default, joint velocities x 0.05, the previous action.
+- **Reward**, each term x 0.02 s, summed and clipped at 0 from below
+  (``only_positive_rewards``): tracking of the planar velocity 1.0 x exp(-|error|^2 /
+  0.25), of the yaw rate 0.5 x exp(-error^2 / 0.25); vertical velocity -2 x v_z^2;
+  roll-pitch rates -0.05 x |w_xy|^2; orientation -5 x |g_xy|^2; torques -2.5e-5 x
+  |tau|^2; joint accelerations -2.5e-7 x |dqd / dt|^2; feet air time 2.0 x sum over feet
+  touching down of (air time - 0.5 s), while |command_xy| > 0.1; knee collisions -1 per
+  knee on the ground; action rate -0.01 x |a - a_prev|^2.
+- **Termination**: the base touches the ground; **truncation** after 1000 steps (20 s).
+- **Reset**: joints at default x U(0.5, 1.5) at rest, the base at 0.6 m, level, with each
+  of its 6 velocities ~ U(-0.5, 0.5).
+
+Where it differs from legged_gym: the PD law instead of ANYmal C's actuator network;
+Newton's penalty contact (``contact_ke`` 2e4 N/m, ``contact_kd`` 200 N s/m, mu 1); a foot
+touches when its sphere is within 5 mm of the ground, a knee collides when its centre is
+within 5 cm, its drive's radius (legged_gym reads contact forces); no observation noise,
+friction or mass randomization and no pushes; commands after the first are a fixed low-discrepancy
+sequence from the episode's first draw (each uniform over the same ranges), so that steps
+use no random numbers. ``command=(vx, vy, yaw_rate)`` holds one command in every row
+(``pathgrad eval``/``render`` with ``env.cfg.command``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from gymnasium.spaces import Box
+
+from pathgrad.envs.base import State
+from pathgrad.envs.newton.base import NewtonEnv
+from pathgrad.envs.newton.robots.hand_reorient import quat_rotate
+
+__all__ = ["AnymalVelocity"]
+
+LEGS = ("LF", "RF", "LH", "RH")
+DEFAULT_STANCE = (0.0, 0.4, -0.8, 0.0, 0.4, -0.8, 0.0, -0.4, 0.8, 0.0, -0.4, 0.8)
+COMMAND_RANGE = (1.0, 1.0, 1.5)  # vx, vy (m/s), yaw rate (rad/s): U(-r, r)
+COMMAND_STEP = ((math.sqrt(5.0) - 1.0) / 2.0, math.sqrt(2.0) - 1.0, math.sqrt(3.0) - 1.0)
+RESAMPLE_STEPS = 200  # 4 s
+# Substeps per PD step of 0.005 s: a foot's contact (ke 2e4, kd 200) on the shank's light
+# end (about 0.3 kg) is stable below about 3 ms; "auto" bounds it on the shank's centre
+# (2.8 kg) and takes 2, where kd 1e3 turned NaN within 20 steps. 4 (1.25 ms) holds.
+SUBSTEPS = 4
+FOOT_RADIUS, TOUCH, KNEE_HEIGHT = 0.03, 0.005, 0.05  # m; the knee drives' radius 0.05
+SCALES = {"tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0,
+          "ang_vel_xy": -0.05, "orientation": -5.0, "torques": -2.5e-5, "dof_acc": -2.5e-7,
+          "feet_air_time": 2.0, "collision": -1.0, "action_rate": -0.01}  # fmt: skip
+BASE_BOXES = ((0.0, 0.29), (0.4695, 0.055), (-0.4695, 0.055))  # (x centre, half length)
+BASE_HALF = (0.07, 0.09)  # half width, half height of every base box
+
+
+class AnymalVelocity(NewtonEnv):
+    """legged_gym's flat-terrain velocity tracking on ANYmal C (see the module docstring).
+
+    Args:
+        num_envs: Number of worlds.
+        device: Torch device.
+        command: ``(vx, vy, yaw_rate)`` held in every row, or ``None`` (sampled).
+        only_positive_rewards: Clip each step's reward at 0 from below (legged_gym's).
+        **kwargs: NewtonEnv's (``contact_ke``, ``contact_kd``, ``substeps``, ``seed``, ...).
+    """
+
+    default_model_file = "assets/anymal_c.xml"
+    observation_dim = 48
+    default_max_episode_steps = 1000
+    action_scale_targets = 0.5
+
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu", *,
+                 command: Sequence[float] | None = None, only_positive_rewards: bool = True,
+                 **kwargs: Any) -> None:  # fmt: skip
+        if command is not None and len(command) != 3:
+            raise ValueError(f"command must be (vx, vy, yaw_rate), got {command!r}.")
+        self.fixed_command = None if command is None else tuple(float(c) for c in command)
+        self.only_positive_rewards = bool(only_positive_rewards)
+        kwargs.setdefault("contact_ke", 2.0e4)
+        kwargs.setdefault("contact_kd", 200.0)
+        kwargs.setdefault("substeps", SUBSTEPS)
+        super().__init__(num_envs, device, contacts=True, dt=0.02, **kwargs)
+        self.single_action_space = Box(-2.0, 2.0, (12,))  # targets within 1 rad of the stance
+        self._feet = [self.body_index(f"{leg}_SHANK") for leg in LEGS]
+        self._base = self.body_index("base")
+        model = self.simulation.model
+        labels = [str(label).rsplit("/", 1)[-1] for label in model.shape_label]
+        transforms = model.shape_transform.numpy()
+        feet = [labels.index(f"{leg}_FOOT") for leg in LEGS]
+        self._foot_offsets = torch.as_tensor(  # each foot sphere's centre in its shank's frame
+            transforms[feet, :3], dtype=torch.float32, device=self.device)
+
+    def _constant(self, values: Any) -> torch.Tensor:
+        return torch.as_tensor(values, dtype=torch.float32, device=self.device)
+
+    def joint_forces(self, state: State, action: torch.Tensor) -> torch.Tensor:
+        """The PD actuators' torques toward ``default + 0.5 action``."""
+        targets = self._constant(DEFAULT_STANCE) + self.action_scale_targets * action
+        return super().joint_forces(state, targets)
+
+    # State ----------------------------------------------------------------------------
+
+    def _commands(self, draws: torch.Tensor) -> torch.Tensor:
+        """Commands of draws in [-1, 1]: the ranges, the planar part zeroed at 0.2 or less."""
+        if self.fixed_command is not None:
+            return self._constant(self.fixed_command).expand(draws.shape[0], 3)
+        command = draws * self._constant(COMMAND_RANGE)
+        small = command[:, :2].norm(dim=-1, keepdim=True) <= 0.2
+        return torch.cat([torch.where(small, 0.0, command[:, :2]), command[:, 2:]], -1)
+
+    def _sample_initial_state(self, num: int) -> State:
+        stance = self._constant(DEFAULT_STANCE)
+        joints = stance * self._uniform(0.5, 1.5, num, 12)
+        base = self._constant([0.0, 0.0, 0.6, 1.0, 0.0, 0.0, 0.0])  # level, MuJoCo's w x y z
+        qpos = torch.cat([base.expand(num, 7), joints], -1)
+        qvel = torch.cat([self._uniform(-0.5, 0.5, num, 6), torch.zeros_like(joints)], -1)
+        joint_q, joint_qd = self.joint_state_from_mujoco(qpos, qvel)
+        return {"joint_q": joint_q, "joint_qd": joint_qd,
+                "command_draws": self._uniform(-1.0, 1.0, num, 3),
+                "steps": torch.zeros(num, device=self.device),
+                "previous_action": torch.zeros(num, 12, device=self.device),
+                "air_time": torch.zeros(num, 4, device=self.device),
+                "touching": torch.ones(num, 4, device=self.device)}  # fmt: skip
+
+    def _dynamics(self, state: State, action: torch.Tensor) -> State:
+        steps = state["steps"] + 1.0
+        draws = state["command_draws"]
+        due = (torch.remainder(steps, RESAMPLE_STEPS) == 0)[:, None]
+        following = torch.remainder(draws + 1.0 + self._constant(COMMAND_STEP), 2.0) - 1.0
+        next_state = super()._dynamics(state, action)
+        touching = self._touching(next_state).to(action.dtype)
+        air = (state["air_time"] + self.dt) * (1.0 - torch.maximum(touching, state["touching"]))
+        return {**next_state, "command_draws": torch.where(due, following, draws),
+                "steps": steps, "previous_action": action, "air_time": air,
+                "touching": touching}  # fmt: skip
+
+    # Kinematics -----------------------------------------------------------------------
+
+    def _base_motion(self, state: State) -> tuple[torch.Tensor, ...]:
+        """The base's quaternion (x y z w), and its linear and angular velocity and gravity
+        direction in its own frame."""
+        _, qvel = self.mujoco_from_joint_state(state["joint_q"], state["joint_qd"])
+        quat = state["joint_q"][:, 3:7]
+        inverse = torch.cat([-quat[:, :3], quat[:, 3:]], -1)
+        linear = quat_rotate(inverse, qvel[:, :3])  # MuJoCo's: world frame, the base origin
+        gravity = quat_rotate(inverse, self._constant([0.0, 0.0, -1.0]).expand_as(linear))
+        return quat, linear, qvel[:, 3:6], gravity  # MuJoCo's angular velocity: body frame
+
+    def _touching(self, state: State) -> torch.Tensor:
+        positions, quats = self.body_poses(state)
+        offsets = self._foot_offsets.expand(positions.shape[0], 4, 3)
+        feet = positions[:, self._feet] + quat_rotate(quats[:, self._feet], offsets)
+        return feet[..., 2] < FOOT_RADIUS + TOUCH
+
+    # Task -----------------------------------------------------------------------------
+
+    def _observe(self, state: State) -> torch.Tensor:
+        _, linear, angular, gravity = self._base_motion(state)
+        scale = self._constant([2.0, 2.0, 0.25])
+        return torch.cat([2.0 * linear, 0.25 * angular, gravity,
+                          self._commands(state["command_draws"]) * scale,
+                          state["joint_q"][:, 7:] - self._constant(DEFAULT_STANCE),
+                          0.05 * state["joint_qd"][:, 6:],
+                          state["previous_action"]], -1)  # fmt: skip
+
+    def reward_terms(self, state: State, action: torch.Tensor, next_state: State) -> dict:
+        """Each of legged_gym's terms (before its scale and dt) at this step."""
+        _, linear, angular, gravity = self._base_motion(next_state)
+        command = self._commands(next_state["command_draws"])
+        q, qd = state["joint_q"][:, 7:], state["joint_qd"][:, 6:]
+        targets = self._constant(DEFAULT_STANCE) + self.action_scale_targets * action
+        torques = (80.0 * (targets - q) - 2.0 * qd).clamp(-80.0, 80.0)
+        landing = next_state["touching"] * (1.0 - state["touching"])
+        moving = (command[:, :2].norm(dim=-1) > 0.1).to(action.dtype)
+        positions = self.body_poses(next_state)[0]
+        knees = (positions[:, self._feet, 2] < KNEE_HEIGHT).to(action.dtype).sum(-1)
+        return {
+            "tracking_lin_vel": torch.exp(-(command[:, :2] - linear[:, :2]).square().sum(-1)
+                                          / 0.25),  # fmt: skip
+            "tracking_ang_vel": torch.exp(-(command[:, 2] - angular[:, 2]).square() / 0.25),
+            "lin_vel_z": linear[:, 2].square(),
+            "ang_vel_xy": angular[:, :2].square().sum(-1),
+            "orientation": gravity[:, :2].square().sum(-1),
+            "torques": torques.square().sum(-1),
+            "dof_acc": ((qd - next_state["joint_qd"][:, 6:]) / self.dt).square().sum(-1),
+            "feet_air_time": ((state["air_time"] + self.dt - 0.5) * landing).sum(-1) * moving,
+            "collision": knees,
+            "action_rate": (action - state["previous_action"]).square().sum(-1),
+        }
+
+    def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
+        terms = self.reward_terms(state, action, next_state)
+        reward = sum(SCALES[name] * self.dt * value for name, value in terms.items())
+        return reward.clamp_min(0.0) if self.only_positive_rewards else reward
+
+    def _terminated(self, state: State) -> torch.Tensor:
+        positions, quats = (x.detach() for x in self.body_poses(state))
+        base, quat = positions[:, self._base], quats[:, self._base]
+        lowest = []
+        for centre, half in BASE_BOXES:
+            for sx in (-1.0, 1.0):
+                for sy in (-1.0, 1.0):
+                    corner = self._constant([centre + sx * half, sy * BASE_HALF[0], -BASE_HALF[1]])
+                    lowest.append((base + quat_rotate(quat, corner.expand_as(base)))[:, 2])
+        return torch.stack(lowest, -1).min(-1).values < 0.0
+
+    def _metrics(self, state: State) -> dict[str, torch.Tensor]:
+        _, linear, angular, _ = (x.detach() for x in self._base_motion(state))
+        command = self._commands(state["command_draws"])
+        return {
+            "linear_velocity_error": (command[:, :2] - linear[:, :2]).norm(dim=-1),
+            "yaw_rate_error": (command[:, 2] - angular[:, 2]).abs(),
+            "command_vx": command[:, 0],
+            "command_vy": command[:, 1],
+            "command_yaw_rate": command[:, 2],
+        }

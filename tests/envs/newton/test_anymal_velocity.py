@@ -1,0 +1,85 @@
+"""AnymalVelocity: legged_gym's flat velocity-tracking task on ANYmal C (commands,
+observation, reward terms, termination) on Newton."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
+
+from pathgrad.envs.newton.robots.anymal_velocity import (  # noqa: E402
+    DEFAULT_STANCE,
+    RESAMPLE_STEPS,
+    AnymalVelocity,
+)
+
+pytestmark = pytest.mark.xdist_group("anymal_velocity")
+
+
+@pytest.fixture(scope="module")
+def env() -> AnymalVelocity:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AnymalVelocity(2, seed=0)
+
+
+def standing(env, num: int = 2, height: float = 0.6) -> dict:
+    state = env._sample_initial_state(num)
+    qpos = torch.zeros(num, 19)
+    qpos[:, 2], qpos[:, 3], qpos[:, 7:] = height, 1.0, torch.tensor(DEFAULT_STANCE)
+    state["joint_q"], state["joint_qd"] = env.joint_state_from_mujoco(qpos, torch.zeros(num, 18))
+    return state
+
+
+def test_commands_follow_legged_gyms_ranges_and_are_resampled(env):
+    draws = torch.rand(4096, 3) * 2 - 1
+    commands = env._commands(draws)
+    planar = commands[:, :2].norm(dim=-1)
+    assert bool(((planar == 0) | (planar > 0.2)).all()) and float(planar.max()) <= 2**0.5
+    assert float(commands[:, 2].abs().max()) <= 1.5 and float(commands[:, 2].abs().max()) > 1.4
+    state = standing(env)
+    state["steps"] = torch.tensor([RESAMPLE_STEPS - 1.0, 5.0])
+    following = env._dynamics(state, torch.zeros(2, 12))
+    assert not torch.equal(following["command_draws"][0], state["command_draws"][0])
+    assert torch.equal(following["command_draws"][1], state["command_draws"][1])
+    assert bool(following["command_draws"].abs().max() <= 1.0)
+
+
+def test_observation_of_a_level_base_at_rest(env):
+    state = standing(env)
+    observation = env._observe(state)
+    assert observation.shape == (2, 48)
+    assert torch.allclose(observation[:, 6:9], torch.tensor([0.0, 0.0, -1.0]), atol=1e-6)
+    assert torch.allclose(observation[:, 12:24], torch.zeros(2, 12), atol=1e-6)  # the stance
+    command = env._commands(state["command_draws"])
+    assert torch.allclose(observation[:, 9:12], command * torch.tensor([2.0, 2.0, 0.25]))
+
+
+def test_reward_terms_at_rest_under_a_zero_command(env):
+    """At rest in the stance under a zero command: the full tracking reward (1.0 + 0.5,
+    times dt) and no penalty (the PD law gives no torque with its targets at the stance)."""
+    state = standing(env)
+    state["command_draws"] = torch.zeros(2, 3)
+    terms = env.reward_terms(state, torch.zeros(2, 12), state)
+    assert terms["tracking_lin_vel"].tolist() == [1.0, 1.0]
+    assert terms["tracking_ang_vel"].tolist() == [1.0, 1.0]
+    for name in ("lin_vel_z", "ang_vel_xy", "orientation", "torques", "dof_acc", "action_rate"):
+        assert terms[name].abs().max() < 1e-9, name
+    reward = env._reward(state, torch.zeros(2, 12), state)
+    assert torch.allclose(reward, torch.full((2,), 0.02 * 1.5))
+
+
+def test_the_base_on_the_ground_terminates_and_a_fixed_command_holds(env):
+    assert env._terminated(standing(env, height=0.6)).tolist() == [False, False]
+    assert env._terminated(standing(env, height=0.05)).tolist() == [True, True]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        driven = AnymalVelocity(2, seed=0, command=(0.5, 0.0, 0.2))
+    state = driven._sample_initial_state(2)
+    held = driven._commands(state["command_draws"])
+    assert torch.allclose(held, torch.tensor([[0.5, 0.0, 0.2]] * 2))
+    with pytest.raises(ValueError, match=r"command must be \(vx, vy, yaw_rate\)"):
+        AnymalVelocity(2, command=(1.0, 0.0))
