@@ -56,6 +56,7 @@ from typing import Any
 
 import torch
 
+from pathgrad.envs.newton.engine.kinematics import rotate
 from pathgrad.envs.newton.robots.gymnasium_pusher import GymnasiumPusher
 
 ARM_LOWER = (-2.2854, -0.5236, -1.5, -2.3213, -1.5, -1.094, -1.5)  # pusher_v5.xml's ranges
@@ -64,12 +65,6 @@ OBJECT_QPOS = (-0.25, -0.1)  # obj_slidey, obj_slidex: inside v5's reset region
 BAR_OFFSET = 0.075  # m from the object's axis to the wrist frame (radii 0.05 + 0.02, + gap)
 BAR_HEIGHT = -0.27  # m: the wrist bar's centre, 5 mm above the object's mid-height
 PUSH_SPEED = 0.12  # m/s of the inverse kinematics targets
-
-
-def _rotate(quat: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
-    """``vector`` rotated by the xyzw quaternion ``quat``."""
-    axis, w = quat[..., :3], quat[..., 3:]
-    return vector + 2 * torch.cross(axis, torch.cross(axis, vector, dim=-1) + w * vector, dim=-1)
 
 
 class PushingNominal:
@@ -110,8 +105,8 @@ class PushingNominal:
         optimizer = torch.optim.Adam([arm], lr=0.02)
         for _ in range(iterations):
             positions, quats = self._poses(arm)
-            prongs = _rotate(quats[0, self.wrist], torch.tensor([1.0, 0.0, 0.0]))
-            bar = _rotate(quats[0, self.wrist], torch.tensor([0.0, 1.0, 0.0]))
+            prongs = rotate(quats[0, self.wrist], torch.tensor([1.0, 0.0, 0.0]))
+            bar = rotate(quats[0, self.wrist], torch.tensor([0.0, 1.0, 0.0]))
             reach = (positions[0, self.wrist] - target).square().sum()
             facing = (prongs - self.direction).square().sum() + bar[2].square()
             loss = 10 * reach + 0.1 * facing

@@ -12,9 +12,9 @@ import torch
 
 pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]")
 
+from pathgrad.envs.newton.engine.kinematics import quat_multiply  # noqa: E402
 from pathgrad.envs.newton.robots.hand_reorient import (  # noqa: E402
     HandReorient,
-    quat_multiply,
     rotation_distance,
     turned,
 )

@@ -22,7 +22,14 @@ import warp as wp
 from pathgrad.envs.base import State
 from pathgrad.envs.newton.engine.bridge import run_captured, torch_ordered_stream
 
-__all__ = ["BodyPoses", "NewtonBodyPoses", "NewtonKinematics", "rotate"]
+__all__ = [
+    "BodyPoses",
+    "NewtonBodyPoses",
+    "NewtonKinematics",
+    "quat_conjugate",
+    "quat_multiply",
+    "rotate",
+]
 
 
 class NewtonKinematics:
@@ -100,6 +107,21 @@ def rotate(quaternion: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
     axis, w = quaternion[..., :3], quaternion[..., 3:]
     twice = 2.0 * torch.linalg.cross(axis, vector.expand_as(axis), dim=-1)
     return vector + w * twice + torch.linalg.cross(axis, twice, dim=-1)
+
+
+def quat_multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Hamilton products of x y z w quaternions ``[..., 4]``."""
+    ax, ay, az, aw = a.unbind(-1)
+    bx, by, bz, bw = b.unbind(-1)
+    return torch.stack([aw * bx + ax * bw + ay * bz - az * by,
+                        aw * by - ax * bz + ay * bw + az * bx,
+                        aw * bz + ax * by - ay * bx + az * bw,
+                        aw * bw - ax * bx - ay * by - az * bz], -1)  # fmt: skip
+
+
+def quat_conjugate(quaternion: torch.Tensor) -> torch.Tensor:
+    """The inverse rotations of unit x y z w quaternions ``[..., 4]``."""
+    return torch.cat([-quaternion[..., :3], quaternion[..., 3:]], -1)
 
 
 class BodyPoses:

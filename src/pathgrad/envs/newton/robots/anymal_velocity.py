@@ -44,7 +44,7 @@ from gymnasium.spaces import Box
 
 from pathgrad.envs.base import State
 from pathgrad.envs.newton.base import NewtonEnv
-from pathgrad.envs.newton.robots.hand_reorient import quat_rotate
+from pathgrad.envs.newton.engine.kinematics import quat_conjugate, rotate
 
 __all__ = ["AnymalVelocity"]
 
@@ -153,15 +153,15 @@ class AnymalVelocity(NewtonEnv):
         direction in its own frame."""
         _, qvel = self.mujoco_from_joint_state(state["joint_q"], state["joint_qd"])
         quat = state["joint_q"][:, 3:7]
-        inverse = torch.cat([-quat[:, :3], quat[:, 3:]], -1)
-        linear = quat_rotate(inverse, qvel[:, :3])  # MuJoCo's: world frame, the base origin
-        gravity = quat_rotate(inverse, self._constant([0.0, 0.0, -1.0]).expand_as(linear))
+        inverse = quat_conjugate(quat)
+        linear = rotate(inverse, qvel[:, :3])  # MuJoCo's: world frame, the base origin
+        gravity = rotate(inverse, self._constant([0.0, 0.0, -1.0]).expand_as(linear))
         return quat, linear, qvel[:, 3:6], gravity  # MuJoCo's angular velocity: body frame
 
     def _touching(self, state: State) -> torch.Tensor:
         positions, quats = self.body_poses(state)
         offsets = self._foot_offsets.expand(positions.shape[0], 4, 3)
-        feet = positions[:, self._feet] + quat_rotate(quats[:, self._feet], offsets)
+        feet = positions[:, self._feet] + rotate(quats[:, self._feet], offsets)
         return feet[..., 2] < FOOT_RADIUS + TOUCH
 
     # Task -----------------------------------------------------------------------------
@@ -213,7 +213,7 @@ class AnymalVelocity(NewtonEnv):
             for sx in (-1.0, 1.0):
                 for sy in (-1.0, 1.0):
                     corner = self._constant([centre + sx * half, sy * BASE_HALF[0], -BASE_HALF[1]])
-                    lowest.append((base + quat_rotate(quat, corner.expand_as(base)))[:, 2])
+                    lowest.append((base + rotate(quat, corner.expand_as(base)))[:, 2])
         return torch.stack(lowest, -1).min(-1).values < 0.0
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:

@@ -43,6 +43,7 @@ import torch
 from pathgrad.envs.base import State
 from pathgrad.envs.newton.base import NewtonEnv
 from pathgrad.envs.newton.engine.contact_materials import set_contact_materials
+from pathgrad.envs.newton.engine.kinematics import quat_conjugate, quat_multiply, rotate
 
 __all__ = ["HandReorient"]
 
@@ -55,26 +56,6 @@ GOAL_DROP = 0.04  # m below the cube's start
 # The additive recurrence of the goals after the first: fractional parts of the golden
 # ratio and of sqrt(2), per axis (each goal's two draws stay uniform, successive goals differ)
 GOAL_STEP = ((math.sqrt(5.0) - 1.0) / 2.0, math.sqrt(2.0) - 1.0)
-
-
-def quat_multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Hamilton products of x y z w quaternions ``[..., 4]``."""
-    ax, ay, az, aw = a.unbind(-1)
-    bx, by, bz, bw = b.unbind(-1)
-    return torch.stack([aw * bx + ax * bw + ay * bz - az * by,
-                        aw * by - ax * bz + ay * bw + az * bx,
-                        aw * bz + ax * by - ay * bx + az * bw,
-                        aw * bw - ax * bx - ay * by - az * bz], -1)  # fmt: skip
-
-
-def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
-    return torch.cat([-q[..., :3], q[..., 3:]], -1)
-
-
-def quat_rotate(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """``v [..., 3]`` rotated by the x y z w quaternions ``q``."""
-    axis, w = q[..., :3], q[..., 3:]
-    return v + 2 * torch.cross(axis, torch.cross(axis, v, dim=-1) + w * v, dim=-1)
 
 
 def turned(draws: torch.Tensor) -> torch.Tensor:
@@ -179,7 +160,7 @@ class HandReorient(NewtonEnv):
         joint_q = state["joint_q"]
         _, qvel = self.mujoco_from_joint_state(joint_q, state["joint_qd"])
         quat = joint_q[:, HAND_DOFS + 3 : HAND_DOFS + 7]
-        angular = quat_rotate(quat, qvel[:, HAND_DOFS + 3 :])  # MuJoCo's is in the cube's frame
+        angular = rotate(quat, qvel[:, HAND_DOFS + 3 :])  # MuJoCo's is in the cube's frame
         linear = qvel[:, HAND_DOFS : HAND_DOFS + 3]
         return joint_q[:, HAND_DOFS : HAND_DOFS + 3], quat, linear, angular
 
