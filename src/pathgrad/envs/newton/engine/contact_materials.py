@@ -67,12 +67,13 @@ def override_contact_constants(
         ValueError: Naming ``contact_ke`` where it is not positive and finite, or
             ``contact_kd`` where it is negative or not finite.
     """
-    for name, value, low in (("contact_ke", contact_ke, "positive"),
-                             ("contact_kd", contact_kd, "non-negative")):  # fmt: skip
+    checks = (("contact_ke", contact_ke, "positive", "N/m"),
+              ("contact_kd", contact_kd, "non-negative", "N s/m"))  # fmt: skip
+    for name, value, low, unit in checks:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{name} must be a {low} number (N/m or N s/m), got {value!r}.")
+            raise ValueError(f"{name} must be a {low} number ({unit}), got {value!r}.")
         if not math.isfinite(value) or value < 0 or (value == 0 and low == "positive"):
             raise ValueError(f"{name} must be {low} and finite, got {value}.")
     if contact_ke is None and contact_kd is None:
