@@ -35,6 +35,7 @@ use no random numbers. ``command=(vx, vy, yaw_rate)`` holds one command in every
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -105,9 +106,20 @@ class AnymalVelocity(NewtonEnv):
     def _constant(self, values: Any) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.float32, device=self.device)
 
+    @functools.cached_property
+    def _stance(self) -> torch.Tensor:
+        return self._constant(DEFAULT_STANCE)
+
+    @functools.cached_property
+    def _base_corners(self) -> torch.Tensor:
+        """The bottom corners ``[12, 3]`` of the base's boxes, in its frame."""
+        return self._constant([[centre + sx * half, sy * BASE_HALF[0], -BASE_HALF[1]]
+                               for centre, half in BASE_BOXES
+                               for sx in (-1.0, 1.0) for sy in (-1.0, 1.0)])  # fmt: skip
+
     def joint_forces(self, state: State, action: torch.Tensor) -> torch.Tensor:
         """The PD actuators' torques toward ``default + 0.5 action``."""
-        targets = self._constant(DEFAULT_STANCE) + self.action_scale_targets * action
+        targets = self._stance + self.action_scale_targets * action
         return super().joint_forces(state, targets)
 
     # State ----------------------------------------------------------------------------
@@ -171,7 +183,7 @@ class AnymalVelocity(NewtonEnv):
         scale = self._constant([2.0, 2.0, 0.25])
         return torch.cat([2.0 * linear, 0.25 * angular, gravity,
                           self._commands(state["command_draws"]) * scale,
-                          state["joint_q"][:, 7:] - self._constant(DEFAULT_STANCE),
+                          state["joint_q"][:, 7:] - self._stance,
                           0.05 * state["joint_qd"][:, 6:],
                           state["previous_action"]], -1)  # fmt: skip
 
@@ -180,7 +192,7 @@ class AnymalVelocity(NewtonEnv):
         _, linear, angular, gravity = self._base_motion(next_state)
         command = self._commands(next_state["command_draws"])
         q, qd = state["joint_q"][:, 7:], state["joint_qd"][:, 6:]
-        targets = self._constant(DEFAULT_STANCE) + self.action_scale_targets * action
+        targets = self._stance + self.action_scale_targets * action
         torques = (80.0 * (targets - q) - 2.0 * qd).clamp(-80.0, 80.0)
         landing = next_state["touching"] * (1.0 - state["touching"])
         moving = (command[:, :2].norm(dim=-1) > 0.1).to(action.dtype)
@@ -208,13 +220,9 @@ class AnymalVelocity(NewtonEnv):
     def _terminated(self, state: State) -> torch.Tensor:
         positions, quats = (x.detach() for x in self.body_poses(state))
         base, quat = positions[:, self._base], quats[:, self._base]
-        lowest = []
-        for centre, half in BASE_BOXES:
-            for sx in (-1.0, 1.0):
-                for sy in (-1.0, 1.0):
-                    corner = self._constant([centre + sx * half, sy * BASE_HALF[0], -BASE_HALF[1]])
-                    lowest.append((base + rotate(quat, corner.expand_as(base)))[:, 2])
-        return torch.stack(lowest, -1).min(-1).values < 0.0
+        corners = self._base_corners.expand(base.shape[0], -1, -1)
+        heights = base[:, None, 2] + rotate(quat[:, None].expand(-1, 12, -1), corners)[..., 2]
+        return heights.min(-1).values < 0.0
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         _, linear, angular, _ = (x.detach() for x in self._base_motion(state))

@@ -35,6 +35,7 @@ exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -110,16 +111,16 @@ class HandReorient(NewtonEnv):
     def _constant(self, values: Any) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.float32, device=self.device)
 
-    @property
+    @functools.cached_property
     def lower(self) -> torch.Tensor:
         """The hand's joint limits (rad), lower and upper."""
         return self._constant(self._limits[0])
 
-    @property
+    @functools.cached_property
     def upper(self) -> torch.Tensor:
         return self._constant(self._limits[1])
 
-    @property
+    @functools.cached_property
     def goal_position(self) -> torch.Tensor:
         return self._constant(CUBE_START) - self._constant((0.0, 0.0, GOAL_DROP))
 
@@ -144,7 +145,7 @@ class HandReorient(NewtonEnv):
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
         """A new goal where the cube reached its goal in ``state``, then the physics."""
-        cube = self._cube(state)[1]
+        cube = self._cube_pose(state)[1]
         goal = turned(state["goal_draws"])
         reached = rotation_distance(cube.detach(), goal) <= self.success_tolerance
         draws = state["goal_draws"] + 1.0 + self._constant(GOAL_STEP)  # the next of the sequence
@@ -155,14 +156,17 @@ class HandReorient(NewtonEnv):
         return {**next_state, "goal_draws": draws, "action": clipped,
                 "goals_reached": state["goals_reached"] + reached.to(action.dtype)}  # fmt: skip
 
+    def _cube_pose(self, state: State) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cube's position and x y z w quaternion (its free joint's coordinates)."""
+        joint_q = state["joint_q"]
+        return joint_q[:, HAND_DOFS : HAND_DOFS + 3], joint_q[:, HAND_DOFS + 3 : HAND_DOFS + 7]
+
     def _cube(self, state: State) -> tuple[torch.Tensor, ...]:
         """The cube's position, x y z w quaternion, linear and angular velocity (world)."""
-        joint_q = state["joint_q"]
-        _, qvel = self.mujoco_from_joint_state(joint_q, state["joint_qd"])
-        quat = joint_q[:, HAND_DOFS + 3 : HAND_DOFS + 7]
+        position, quat = self._cube_pose(state)
+        _, qvel = self.mujoco_from_joint_state(state["joint_q"], state["joint_qd"])
         angular = rotate(quat, qvel[:, HAND_DOFS + 3 :])  # MuJoCo's is in the cube's frame
-        linear = qvel[:, HAND_DOFS : HAND_DOFS + 3]
-        return joint_q[:, HAND_DOFS : HAND_DOFS + 3], quat, linear, angular
+        return position, quat, qvel[:, HAND_DOFS : HAND_DOFS + 3], angular
 
     # Task -----------------------------------------------------------------------------
 
@@ -177,7 +181,7 @@ class HandReorient(NewtonEnv):
                           state["action"]], -1)  # fmt: skip
 
     def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
-        position, quat = self._cube(next_state)[:2]
+        position, quat = self._cube_pose(next_state)
         distance = (position - self.goal_position).norm(dim=-1)
         angle = rotation_distance(quat, turned(next_state["goal_draws"]))
         clipped = action.clamp(-1.0, 1.0)
@@ -186,11 +190,11 @@ class HandReorient(NewtonEnv):
         return reward + self.reach_goal_bonus * torch.sigmoid(-(near - 1.0).abs() / 1e-3)
 
     def _terminated(self, state: State) -> torch.Tensor:
-        distance = (self._cube(state)[0].detach() - self.goal_position).norm(dim=-1)
+        distance = (self._cube_pose(state)[0].detach() - self.goal_position).norm(dim=-1)
         return distance >= self.fall_distance
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
-        position, quat = (x.detach() for x in self._cube(state)[:2])
+        position, quat = (x.detach() for x in self._cube_pose(state))
         return {
             "rotation_distance": rotation_distance(quat, turned(state["goal_draws"])),
             "goals_reached": state["goals_reached"],
