@@ -13,7 +13,9 @@ settings and the command.
 time since the run began, start-up not included).
 
 Run: ``python benchmarks/time_to_return.py configs/diffrl_ant_sapo.yaml --returns 3000 5000
---seeds 0 1 2 [--parallel 2] [--num-threads 1] [--runs-dir DIR] [key=value ...]``
+--seeds 0 1 2 [--parallel 2] [--nproc 2] [--num-threads 1] [--runs-dir DIR] [key=value ...]``
+(``--nproc N``: each seed trains data-parallel on N ranks, ``pathgrad train --nproc N``; give
+``env.num_envs`` per rank as an override to keep the global batch)
 (a negative return as an integer, ``--returns -100``: argparse reads ``-1e2`` as an option).
 """
 
@@ -95,7 +97,8 @@ def main() -> None:
     parser.add_argument("--returns", type=float, nargs="+", required=True)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--parallel", type=int, default=1, help="runs at once")
-    parser.add_argument("--num-threads", type=int, default=1)
+    parser.add_argument("--nproc", type=int, default=1, help="ranks per run (data-parallel)")
+    parser.add_argument("--num-threads", type=int, default=1, help="torch threads per rank")
     parser.add_argument("--runs-dir", default="runs/time_to_return")
     parser.add_argument("--keep-going", action="store_true", help="train to the config's end")
     parser.add_argument("--runs", nargs="+", help="read these finished runs instead")
@@ -118,7 +121,8 @@ def main() -> None:
             run_dir = Path(args.runs_dir).resolve() / f"{Path(args.config).stem}-s{seed}-{stamp}"
             command = [sys.executable, "-m", "pathgrad", "train", args.config,
                        f"trainer.seed={seed}", *args.overrides, "--run-dir", str(run_dir),
-                       "--num-threads", str(args.num_threads), "--quiet"]  # fmt: skip
+                       "--num-threads", str(args.num_threads), "--quiet",
+                       *(["--nproc", str(args.nproc)] if args.nproc > 1 else [])]  # fmt: skip
             process = subprocess.Popen(command, cwd=ROOT, env=environment,
                                        stdout=subprocess.DEVNULL)  # fmt: skip
             running[seed] = (process, run_dir, time.time(), {})
@@ -133,8 +137,9 @@ def main() -> None:
                 results[seed] = (records, seen)
                 del running[seed]
         time.sleep(POLL_SECONDS)
-    print(f"{args.config} {' '.join(args.overrides)}, seeds {args.seeds}, {args.parallel} at once")
-    print(machine(args.num_threads) + "\n")
+    print(f"{args.config} {' '.join(args.overrides)}, seeds {args.seeds}, {args.parallel} at once"
+          + (f", {args.nproc} ranks each" if args.nproc > 1 else ""))
+    print(machine(args.num_threads) + (" (per rank)" if args.nproc > 1 else "") + "\n")
     print(summarize(args.returns, results))
 
 

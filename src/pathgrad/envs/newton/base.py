@@ -111,6 +111,9 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             the model's (an MJCF file's: Newton's 2500); ``None`` keeps it. A softer
             contact changes less across touch and allows longer substeps.
         contact_kd: Contact damping (N s/m) likewise (Newton's 100 for a file).
+        contact_kf: Friction slope (N s/m) likewise (Newton's 1000): viscous below the
+            Coulomb cap, explicit, stable while ``substep x kf < 2 x`` the effective mass
+            the contact meets (a foot: a fraction of its leg's; the hint names it).
         capture: Replay each step's Warp operations as captured graphs (the
             same results; ``False`` launches every kernel from Python).
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
@@ -165,6 +168,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         contacts_per_shape_pair: int | None = None,
         contact_ke: float | None = None,
         contact_kd: float | None = None,
+        contact_kf: float | None = None,
         **kwargs: Any,
     ) -> None:
         if contacts_per_shape_pair is not None:
@@ -207,7 +211,9 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         ):
             if value is not None:
                 values[:] = per_dof(name, value, world.joint_dof_count)
-        ground = override_contact_constants(world, self.ground_config(), contact_ke, contact_kd)
+        ground = override_contact_constants(
+            world, self.ground_config(), contact_ke, contact_kd, contact_kf
+        )
         check_finite_model(world)
         check_masses(world, world.body_label, world.joint_label)
         for warning in (

@@ -56,19 +56,22 @@ def ground_shape_config(model: dict[str, float]) -> Any:
 
 
 def override_contact_constants(
-    builder: Any, ground: Any, contact_ke: float | None, contact_kd: float | None
+    builder: Any, ground: Any, contact_ke: float | None, contact_kd: float | None,
+    contact_kf: float | None = None,
 ) -> Any:
     """Every shape of ``builder``, and the ground's configuration ``ground`` (a
     ``ShapeConfig``, or ``None`` for Newton's default), with the stiffness ``contact_ke``
-    (N/m) and damping ``contact_kd`` (N s/m) given; ``None`` keeps a constant as it is.
+    (N/m), damping ``contact_kd`` (N s/m) and friction slope ``contact_kf`` (N s/m: the
+    viscous friction below the Coulomb cap) given; ``None`` keeps a constant as it is.
     Returns the ground's configuration (``ground`` itself where nothing is given).
 
     Raises:
         ValueError: Naming ``contact_ke`` where it is not positive and finite, or
-            ``contact_kd`` where it is negative or not finite.
+            ``contact_kd`` or ``contact_kf`` where it is negative or not finite.
     """
     checks = (("contact_ke", contact_ke, "positive", "N/m"),
-              ("contact_kd", contact_kd, "non-negative", "N s/m"))  # fmt: skip
+              ("contact_kd", contact_kd, "non-negative", "N s/m"),
+              ("contact_kf", contact_kf, "non-negative", "N s/m"))  # fmt: skip
     for name, value, low, unit in checks:
         if value is None:
             continue
@@ -76,16 +79,13 @@ def override_contact_constants(
             raise ValueError(f"{name} must be a {low} number ({unit}), got {value!r}.")
         if not math.isfinite(value) or value < 0 or (value == 0 and low == "positive"):
             raise ValueError(f"{name} must be {low} and finite, got {value}.")
-    if contact_ke is None and contact_kd is None:
+    given = {name: float(value) for name, value in
+             (("ke", contact_ke), ("kd", contact_kd), ("kf", contact_kf)) if value is not None}
+    if not given:
         return ground
     ground = ground if ground is not None else newton.ModelBuilder.ShapeConfig()
-    for shape in range(builder.shape_count):
-        if contact_ke is not None:
-            builder.shape_material_ke[shape] = float(contact_ke)
-        if contact_kd is not None:
-            builder.shape_material_kd[shape] = float(contact_kd)
-    if contact_ke is not None:
-        ground.ke = float(contact_ke)
-    if contact_kd is not None:
-        ground.kd = float(contact_kd)
+    for name, value in given.items():
+        values = getattr(builder, f"shape_material_{name}")
+        values[:] = [value] * builder.shape_count
+        setattr(ground, name, value)
     return ground

@@ -31,11 +31,11 @@ def instability_hint(env: Any) -> str:
         per = f"simulation step of {step:.3g} s, {round(env.dt / step)} per {per}"
     parts = [f"substep {substep:.3g} s ({simulation.substeps} per {per})"]
     terms = [text for _, text in stiff_terms(env)]
-    contact = [text for text in terms if "contact stiffness" in text]
+    contact = [text for text in terms if "contact stiffness" in text or "friction" in text]
     parts += [text for text in terms if text not in contact]
     if simulation.uses_contacts:  # a body that starts inside the ground says more
         start = ground_penetration(simulation.model)
-        parts.append(start or (contact or ["contacts are explicit springs too"])[0])
+        parts.append(start or "; ".join(contact) or "contacts are explicit springs too")
     return (
         "a Newton step that turns non-finite usually has a force too stiff for its substep: "
         + "; ".join(parts)
@@ -80,11 +80,12 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
             f"armature {armature[dof]:g}): stable only while damping x substep "
             f"({damping[dof] * substep:.3g}) < 2 x (the DOF's inertia + armature)"
         )))  # fmt: skip
+    contacts = simulation.uses_contacts and mass_matrix is not None
     for term in (
         _stiffest_limit(model, dofs, mass_matrix, substep),
-        None if not simulation.uses_contacts or mass_matrix is None
-        else _stiffest_contact(env, mass_matrix, substep),
-    ):  # fmt: skip
+        _stiffest_contact(env, mass_matrix, substep) if contacts else None,
+        _stiffest_friction(env, mass_matrix, substep) if contacts else None,
+    ):
         if term is not None:
             terms.append(term)
     return terms
@@ -92,8 +93,14 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
 
 def stable_substeps(env: Any, dt: float, margin: float = 0.5) -> tuple[int, str]:
     """Substeps per env step of ``dt`` that keep every stiff term of ``env`` at ``margin``
-    of its stability bound, and the clause naming the stiffest (or why one suffices)."""
-    found = stiff_terms(env)
+    of its stability bound, and the clause naming the stiffest (or why one suffices).
+
+    Friction is left out: its bound is set by ``contact_kf``, which no file states
+    (MuJoCo's friction is a constraint), and substeps for a light object's slope
+    would multiply the cost tenfold; a slope above its bound makes
+    :func:`steps_are_stable` false and :func:`instability_hint` name it.
+    """
+    found = [term for term in stiff_terms(env) if "friction slope" not in term[1]]
     terms = [term for term in found if np.isfinite(term[0])]
     if not terms and found:
         return 1, (f"its stiff terms could not be bounded here, so raise substeps if a step "
@@ -122,24 +129,10 @@ def _bound_text(substep: float, bound: float) -> str:
     return f"stable only while substep < {bound:.3g} s ({substep:.3g} s is {verdict})"
 
 
-def _stiffest_contact(
-    env: Any, mass_matrix: np.ndarray, substep: float
-) -> tuple[float, str] | None:
-    """The contact (stiffness ``ke``, damping ``kd``) with the shortest stable substep.
-
-    Over world 0's pairs of shapes that can collide (``model.shape_contact_pairs``;
-    every colliding shape against the ground where Newton lists none): against a
-    static shape (the ground), the body's effective mass along the up axis (the
-    plane's normal) at its centre of mass; against another body, the smallest
-    effective mass of their relative motion over directions (the inverse of the
-    largest eigenvalue of ``(J_a - J_b) M^-1 (J_a - J_b)^T``, their reduced mass: a
-    light object pushed sideways). ``J`` is the Jacobian of a body's centre's velocity
-    (Newton's forward kinematics of unit joint velocities) and ``M`` the joint-space
-    mass matrix, at the model's pose. A contact point away from the centre meets less
-    mass, so the bound is an upper one. (Friction, a slope ``kf`` capped at ``mu``
-    times the normal force, is left out.)
-    """
-    model, dofs, worlds = env.simulation.model, int(env.dofs), env.num_envs
+def _contact_pairs(env: Any) -> list[tuple[int, int]]:
+    """World 0's pairs of shapes that can collide (``model.shape_contact_pairs``; every
+    colliding shape against the ground, ``-1``, where Newton lists none)."""
+    model, worlds = env.simulation.model, env.num_envs
     bodies = int(model.body_count) // worlds
     shape_body = model.shape_body.numpy()
     world = model.shape_world.numpy()
@@ -147,14 +140,21 @@ def _stiffest_contact(
     mine = set(np.flatnonzero(collides & (world <= 0)).tolist())  # world 0's, shared
     pairs = getattr(model, "shape_contact_pairs", None)
     if pairs is not None and int(model.shape_contact_pair_count):
-        pairs = [(int(a), int(b)) for a, b in pairs.numpy()[: int(model.shape_contact_pair_count)]
-                 if a in mine and b in mine]  # fmt: skip
-    else:
-        pairs = [(int(a), -1) for a in mine if 0 <= shape_body[a] < bodies]
-    if not pairs or dofs == 0:
-        return None
-    jacobian = np.zeros((bodies + 1, 3, dofs))  # world 0's COM velocity per joint velocity
-    state = model.state()  # (the last row, for body -1, stays 0: static)
+        return [(int(a), int(b)) for a, b in pairs.numpy()[: int(model.shape_contact_pair_count)]
+                if a in mine and b in mine]  # fmt: skip
+    return [(int(a), -1) for a in mine if 0 <= shape_body[a] < bodies]
+
+
+def _velocity_jacobians(env: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """World 0's body velocities per unit joint velocity at the model's pose: the linear
+    (centre of mass) ``[bodies + 1, 3, dofs]`` and angular ``[bodies + 1, 3, dofs]`` parts
+    (the last row, for body -1, the static world, stays 0), the bodies' poses
+    ``[bodies, 7]`` and their centres of mass in the world ``[bodies, 3]`` (Newton's
+    forward kinematics of unit joint velocities)."""
+    model, dofs, worlds = env.simulation.model, int(env.dofs), env.num_envs
+    bodies = int(model.body_count) // worlds
+    linear, angular = np.zeros((bodies + 1, 3, dofs)), np.zeros((bodies + 1, 3, dofs))
+    state = model.state()
     joint_q = wp.array(env.default_joint_q.expand(worlds, -1).reshape(-1).cpu().numpy(),
                        dtype=wp.float32, device=model.device)  # fmt: skip
     for dof in range(dofs):
@@ -162,7 +162,40 @@ def _stiffest_contact(
         velocity[:, dof] = 1.0
         joint_qd = wp.array(velocity.reshape(-1), dtype=wp.float32, device=model.device)
         newton.eval_fk(model, joint_q, joint_qd, state)
-        jacobian[:bodies, :, dof] = state.body_qd.numpy()[:bodies, :3]  # linear (COM) part
+        twists = state.body_qd.numpy()[:bodies]
+        linear[:bodies, :, dof], angular[:bodies, :, dof] = twists[:, :3], twists[:, 3:]
+    poses = state.body_q.numpy()[:bodies].astype(np.float64)
+    centres = poses[:, :3] + _rotate(poses[:, 3:], model.body_com.numpy()[:bodies])
+    return linear, angular, poses, centres
+
+
+def _rotate(quaternions: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Vectors rotated by quaternions (x y z w, Newton's order), row by row."""
+    axis, real = quaternions[..., :3], quaternions[..., 3:]
+    twice = 2.0 * np.cross(axis, vectors)
+    return vectors + real * twice + np.cross(axis, twice)
+
+
+def _stiffest_contact(
+    env: Any, mass_matrix: np.ndarray, substep: float
+) -> tuple[float, str] | None:
+    """The contact (stiffness ``ke``, damping ``kd``) with the shortest stable substep.
+
+    Over world 0's pairs of shapes that can collide: against a static shape (the
+    ground), the body's effective mass along the up axis (the plane's normal) at its
+    centre of mass; against another body, the smallest effective mass of their
+    relative motion over directions (the inverse of the largest eigenvalue of
+    ``(J_a - J_b) M^-1 (J_a - J_b)^T``, their reduced mass: a light object pushed
+    sideways). ``J`` is the Jacobian of a body's centre's velocity and ``M`` the
+    joint-space mass matrix, at the model's pose. A contact point away from the centre
+    meets less mass, so the bound is an upper one. (Friction: :func:`_stiffest_friction`.)
+    """
+    model, dofs = env.simulation.model, int(env.dofs)
+    shape_body = model.shape_body.numpy()
+    pairs = _contact_pairs(env)
+    if not pairs or dofs == 0:
+        return None
+    jacobian = _velocity_jacobians(env)[0]
     inverse = np.linalg.inv(mass_matrix)
     up = int(model.up_axis)
     stiffness, damping = model.shape_material_ke.numpy(), model.shape_material_kd.numpy()
@@ -176,9 +209,8 @@ def _stiffest_contact(
         if body_a < 0 or body_b < 0:
             reach, along = float(relative[up] @ inverse @ relative[up]), "along the normal"
         else:
-            mobility = relative @ inverse @ relative.T
-            reach = float(np.linalg.eigvalsh(0.5 * (mobility + mobility.T)).max())
-            along = "relative, in the direction of least mass"
+            reach, along = _largest_mobility(relative, inverse), \
+                "relative, in the direction of least mass"  # fmt: skip
         if reach <= 1e-12:
             continue
         shapes = [shape for shape in (a, b) if shape >= 0]  # Newton averages the two shapes'
@@ -187,15 +219,83 @@ def _stiffest_contact(
         mass = 1.0 / reach
         bound = _stable_substep(ke, kd, mass)
         if worst is None or bound < worst[0]:
-            names = "' and '".join(str(model.body_label[k]).rsplit("/", 1)[-1]
-                                   for k in (body_a, body_b) if k >= 0)  # fmt: skip
             what = "ground contact" if min(body_a, body_b) < 0 else "contact"
             worst = (float(bound), (
                 f"{what} stiffness {ke:g} and damping {kd:g} (ke, kd of the shapes "
-                f"of body '{names}'; effective mass {mass:.3g} kg {along} "
-                f"at its centre at the model's pose) are {_bound_text(substep, bound)}"
+                f"of body '{_body_names(model, body_a, body_b)}'; effective mass {mass:.3g} kg "
+                f"{along} at its centre at the model's pose) are {_bound_text(substep, bound)}"
             ))  # fmt: skip
     return worst
+
+
+def _stiffest_friction(
+    env: Any, mass_matrix: np.ndarray, substep: float
+) -> tuple[float, str] | None:
+    """The contact whose friction slope ``kf`` allows the shortest stable substep.
+
+    Newton's friction is viscous below its Coulomb cap, ``f_t = -kf v_t`` while
+    ``kf |v_t| < mu f_n``: an explicit damper on the contact point's tangential motion,
+    stable while ``substep kf / m_t < 2``, where ``m_t`` is the effective mass that the
+    contact meets across the normal, at the shape's centre (a foot at the end of a
+    leg meets far less than its body's mass). Above the bound a sticking contact
+    chatters, held by the cap in the rollout, while the gradient, which follows the
+    viscous branch, grows by ``|1 - substep kf / m_t|`` every substep.
+    """
+    model, dofs = env.simulation.model, int(env.dofs)
+    shape_body = model.shape_body.numpy()
+    pairs = _contact_pairs(env)
+    friction = model.shape_material_kf.numpy()
+    if not pairs or dofs == 0 or not (friction > 0.0).any():
+        return None
+    linear, angular, poses, centres = _velocity_jacobians(env)
+    offsets = model.shape_transform.numpy()[:, :3].astype(np.float64)
+    inverse = np.linalg.inv(mass_matrix)
+    tangent = [axis for axis in range(3) if axis != int(model.up_axis)]
+
+    def point_jacobian(shape: int) -> np.ndarray:  # the shape centre's velocity per joint's
+        body = int(shape_body[shape]) if shape >= 0 else -1
+        if body < 0:
+            return np.zeros((3, dofs))
+        arm = poses[body, :3] + _rotate(poses[body, 3:], offsets[shape]) - centres[body]
+        return linear[body] - np.cross(arm, angular[body], axis=0)
+
+    worst: tuple[float, str] | None = None
+    for a, b in pairs:
+        body_a = int(shape_body[a]) if a >= 0 else -1
+        body_b = int(shape_body[b]) if b >= 0 else -1
+        shapes = [shape for shape in (a, b) if shape >= 0]
+        kf = float(np.mean(friction[shapes])) if b >= 0 else float(friction[a])
+        if kf <= 0.0 or (body_a < 0 and body_b < 0):
+            continue
+        relative = point_jacobian(a) - point_jacobian(b)
+        if body_a >= 0 and body_b >= 0:  # the direction of least relative mass
+            reach = _largest_mobility(relative, inverse)
+        else:  # across the ground's normal
+            reach = _largest_mobility(relative[tangent], inverse)
+        if reach <= 1e-12:
+            continue
+        mass = 1.0 / reach
+        bound = 2.0 * mass / kf
+        if worst is None or bound < worst[0]:
+            worst = (float(bound), (
+                f"contact friction slope {kf:g} (kf of the shapes of body "
+                f"'{_body_names(model, body_a, body_b)}', viscous below the Coulomb cap; "
+                f"effective mass {mass:.3g} kg across the normal at the shape's centre at the "
+                f"model's pose) is {_bound_text(substep, bound)}; above it a sticking contact "
+                "chatters and its gradient grows every substep: lower contact_kf or raise "
+                "substeps"
+            ))  # fmt: skip
+    return worst
+
+
+def _largest_mobility(jacobian: np.ndarray, inverse: np.ndarray) -> float:
+    """The largest eigenvalue of ``J M^-1 J^T``: the inverse of the least effective mass."""
+    mobility = jacobian @ inverse @ jacobian.T
+    return float(np.linalg.eigvalsh(0.5 * (mobility + mobility.T)).max())
+
+
+def _body_names(model: Any, *bodies: int) -> str:
+    return "' and '".join(str(model.body_label[k]).rsplit("/", 1)[-1] for k in bodies if k >= 0)
 
 
 def _stiffest_limit(

@@ -24,7 +24,13 @@ docs/research/legged_gym_facts.md), per policy step of 0.02 s (4 PD steps of 0.0
   of its 6 velocities ~ U(-0.5, 0.5).
 
 Where it differs from legged_gym: the PD law instead of ANYmal C's actuator network;
-Newton's penalty contact (``contact_ke`` 2e4 N/m, ``contact_kd`` 200 N s/m, mu 1); a foot
+Newton's penalty contact (``contact_ke`` 2e4 N/m, ``contact_kd`` 200 N s/m, mu 1) with a
+friction slope ``contact_kf`` of 100 N s/m, not Newton's 1000: the foot meets 0.159 kg
+across the ground's normal, so the viscous friction is stable only below 2 x 0.159 / kf s
+per substep (3.2 ms here, 0.32 ms at 1000), and above it the window gradient overflows
+within 8-16 steps while the rollout stays finite
+(``benchmarks/friction_slope_gradients.py``); a sticking foot creeps at up to
+``mu f_n / kf`` (about 1 m/s at 110 N) before it slides; a foot
 touches when its sphere is within 5 mm of the ground, a knee collides when its centre is
 within 5 cm, its drive's radius (legged_gym reads contact forces); no observation noise,
 friction or mass randomization and no pushes; commands after the first are a fixed low-discrepancy
@@ -74,7 +80,8 @@ class AnymalVelocity(NewtonEnv):
         device: Torch device.
         command: ``(vx, vy, yaw_rate)`` held in every row, or ``None`` (sampled).
         only_positive_rewards: Clip each step's reward at 0 from below (legged_gym's).
-        **kwargs: NewtonEnv's (``contact_ke``, ``contact_kd``, ``substeps``, ``seed``, ...).
+        **kwargs: NewtonEnv's (``contact_ke``, ``contact_kd``, ``contact_kf``, ``substeps``,
+            ``seed``, ...).
     """
 
     default_model_file = "assets/anymal_c.xml"
@@ -91,6 +98,7 @@ class AnymalVelocity(NewtonEnv):
         self.only_positive_rewards = bool(only_positive_rewards)
         kwargs.setdefault("contact_ke", 2.0e4)
         kwargs.setdefault("contact_kd", 200.0)
+        kwargs.setdefault("contact_kf", 100.0)
         kwargs.setdefault("substeps", SUBSTEPS)
         super().__init__(num_envs, device, contacts=True, dt=0.02, **kwargs)
         self.single_action_space = Box(-2.0, 2.0, (12,))  # targets within 1 rad of the stance

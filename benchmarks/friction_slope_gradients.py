@@ -1,0 +1,59 @@
+"""Window gradient norms of AnymalVelocity against the friction slope ``contact_kf``.
+
+From ``reset(seed=0)``, 16 envs take actions of std 0.3 (a fresh policy's spread) for a
+window of H steps; the gradient of the window's summed reward (``only_positive_rewards``
+off) with respect to the actions is taken per env. Reported per slope: the substep, the
+friction term's stable substep (``stiff_terms``), and the median and largest per-env
+gradient norm for H = 4, 8, 16, 32, 64 (inf or nan where it overflowed).
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/friction_slope_gradients.py [--contact-kf 1000
+300 100] [--substeps 4]``
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from pathgrad.envs.newton.engine.stability import stiff_terms
+from pathgrad.envs.newton.robots.anymal_velocity import AnymalVelocity
+
+WINDOWS = (4, 8, 16, 32, 64)
+
+
+def window_norms(env: AnymalVelocity, horizon: int) -> torch.Tensor:
+    """Per-env norms of d(window reward)/d(actions)."""
+    env.reset(seed=0)
+    generator = torch.Generator().manual_seed(1)
+    actions = (0.3 * torch.randn(horizon, env.num_envs, 12, generator=generator))
+    actions.requires_grad_(True)
+    total = 0.0
+    for step in range(horizon):
+        total = total + env.step(actions[step])[1].sum()
+    total.backward()
+    return actions.grad.norm(dim=(0, 2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--contact-kf", type=float, nargs="+", default=[1000.0, 300.0, 100.0])
+    parser.add_argument("--substeps", type=int, default=4, help="per PD step of 5 ms")
+    args = parser.parse_args()
+    print("| kf | substep | friction bound | " + " | ".join(f"H={h}" for h in WINDOWS) + " |")
+    print("|---:|---:|---:|" + "---:|" * len(WINDOWS))
+    for slope in args.contact_kf:
+        env = AnymalVelocity(16, seed=0, only_positive_rewards=False, contact_kf=slope,
+                             substeps=args.substeps)  # fmt: skip
+        bound = min(b for b, text in stiff_terms(env) if "friction slope" in text)
+        cells = []
+        for horizon in WINDOWS:
+            norms = window_norms(env, horizon)
+            cells.append(f"{norms.median().item():.3g} / {norms.max().item():.3g}")
+        substep = env.simulation.substep_dt
+        print(f"| {slope:g} | {substep * 1e3:.3g} ms | {bound * 1e3:.3g} ms | "
+              + " | ".join(cells) + " |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
