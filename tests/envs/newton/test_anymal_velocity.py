@@ -83,3 +83,45 @@ def test_the_base_on_the_ground_terminates_and_a_fixed_command_holds(env):
     assert torch.allclose(held, torch.tensor([[0.5, 0.0, 0.2]] * 2))
     with pytest.raises(ValueError, match=r"command must be \(vx, vy, yaw_rate\)"):
         AnymalVelocity(2, command=(1.0, 0.0))
+
+
+def test_a_fall_costs_the_termination_scale_and_bad_scales_are_named(env):
+    """The termination term is 1 on a step that ends on the ground (0 by default, as on
+    ANYmal C); ``reward_scales`` replaces scales by name and names a bad entry."""
+    fallen, upright = standing(env, height=0.05), standing(env, height=0.6)
+    assert env.reward_terms(upright, torch.zeros(2, 12), fallen)["termination"].tolist() == [
+        1.0, 1.0]  # fmt: skip
+    assert env.reward_terms(upright, torch.zeros(2, 12), upright)["termination"].tolist() == [
+        0.0, 0.0]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        penalised = AnymalVelocity(2, seed=0, reward_scales={"termination": -250.0},
+                                   only_positive_rewards=False)  # fmt: skip
+    action = torch.zeros(2, 12)
+    plain = penalised._reward(upright, action, fallen)
+    penalised.reward_scales = {**penalised.reward_scales, "termination": 0.0}
+    difference = plain - penalised._reward(upright, action, fallen)
+    assert torch.allclose(difference, torch.full((2,), -250.0 * 0.02))
+    with pytest.raises(ValueError, match="reward_scales has no term 'falls'; terms: "):
+        AnymalVelocity(2, reward_scales={"falls": -1.0})
+    with pytest.raises(ValueError, match="reward_scales.termination must be a finite number"):
+        AnymalVelocity(2, reward_scales={"termination": float("nan")})
+
+
+def test_the_friction_slope_is_a_stiff_term_that_names_the_foot(env):
+    """Newton's default slope (1000) on the foot's 0.16 kg is above its bound at the env's
+    1.25 ms substeps (its window gradient overflows); the env's 100 is below it."""
+    from pathgrad.envs.newton.engine.stability import stiff_terms
+
+    terms = [(bound, text) for bound, text in stiff_terms(env) if "friction slope" in text]
+    assert len(terms) == 1
+    bound, text = terms[0]
+    assert "contact friction slope 100 " in text and "_SHANK" in text and "below it" in text
+    assert 0.0025 < bound < 0.004  # 2 x 0.159 kg / 100 N s/m
+    assert env.steps_are_stable()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stiff = AnymalVelocity(2, seed=0, contact_kf=1000.0)
+    assert not stiff.steps_are_stable()
+    assert "contact friction slope 1000 " in stiff.instability_hint()
+    assert "above it" in stiff.instability_hint()

@@ -18,7 +18,8 @@ docs/research/legged_gym_facts.md), per policy step of 0.02 s (4 PD steps of 0.0
   roll-pitch rates -0.05 x |w_xy|^2; orientation -5 x |g_xy|^2; torques -2.5e-5 x
   |tau|^2; joint accelerations -2.5e-7 x |dqd / dt|^2; feet air time 2.0 x sum over feet
   touching down of (air time - 0.5 s), while |command_xy| > 0.1; knee collisions -1 per
-  knee on the ground; action rate -0.01 x |a - a_prev|^2.
+  knee on the ground; action rate -0.01 x |a - a_prev|^2; termination 0 x (1 at a step
+  that ends with the base on the ground). ``reward_scales`` replaces any of these scales.
 - **Termination**: the base touches the ground; **truncation** after 1000 steps (20 s).
 - **Reset**: joints at default x U(0.5, 1.5) at rest, the base at 0.6 m, level, with each
   of its 6 velocities ~ U(-0.5, 0.5).
@@ -67,7 +68,8 @@ SUBSTEPS = 4
 FOOT_RADIUS, TOUCH, KNEE_HEIGHT = 0.03, 0.005, 0.05  # m; the knee drives' radius 0.05
 SCALES = {"tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0,
           "ang_vel_xy": -0.05, "orientation": -5.0, "torques": -2.5e-5, "dof_acc": -2.5e-7,
-          "feet_air_time": 2.0, "collision": -1.0, "action_rate": -0.01}  # fmt: skip
+          "feet_air_time": 2.0, "collision": -1.0, "action_rate": -0.01,
+          "termination": 0.0}  # fmt: skip
 BASE_BOXES = ((0.0, 0.29), (0.4695, 0.055), (-0.4695, 0.055))  # (x centre, half length)
 BASE_HALF = (0.07, 0.09)  # half width, half height of every base box
 
@@ -80,6 +82,8 @@ class AnymalVelocity(NewtonEnv):
         device: Torch device.
         command: ``(vx, vy, yaw_rate)`` held in every row, or ``None`` (sampled).
         only_positive_rewards: Clip each step's reward at 0 from below (legged_gym's).
+        reward_scales: Scales that replace legged_gym's, by term name (``termination``,
+            1 at a step that ends on the ground, has 0 there, as on ANYmal C).
         **kwargs: NewtonEnv's (``contact_ke``, ``contact_kd``, ``contact_kf``, ``substeps``,
             ``seed``, ...).
     """
@@ -91,11 +95,21 @@ class AnymalVelocity(NewtonEnv):
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu", *,
                  command: Sequence[float] | None = None, only_positive_rewards: bool = True,
+                 reward_scales: dict[str, float] | None = None,
                  **kwargs: Any) -> None:  # fmt: skip
         if command is not None and len(command) != 3:
             raise ValueError(f"command must be (vx, vy, yaw_rate), got {command!r}.")
         self.fixed_command = None if command is None else tuple(float(c) for c in command)
         self.only_positive_rewards = bool(only_positive_rewards)
+        unknown = sorted(set(reward_scales or {}) - set(SCALES))
+        if unknown:
+            raise ValueError(f"reward_scales has no term {unknown[0]!r}; terms: "
+                             f"{', '.join(SCALES)}.")  # fmt: skip
+        for name, value in (reward_scales or {}).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):  # fmt: skip
+                raise ValueError(f"reward_scales.{name} must be a finite number, got {value!r}.")
+        self.reward_scales = {**SCALES, **{k: float(v) for k, v in (reward_scales or {}).items()}}
         kwargs.setdefault("contact_ke", 2.0e4)
         kwargs.setdefault("contact_kd", 200.0)
         kwargs.setdefault("contact_kf", 100.0)
@@ -218,11 +232,12 @@ class AnymalVelocity(NewtonEnv):
             "feet_air_time": ((state["air_time"] + self.dt - 0.5) * landing).sum(-1) * moving,
             "collision": knees,
             "action_rate": (action - state["previous_action"]).square().sum(-1),
+            "termination": self._terminated(next_state).to(action.dtype),
         }
 
     def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
         terms = self.reward_terms(state, action, next_state)
-        reward = sum(SCALES[name] * self.dt * value for name, value in terms.items())
+        reward = sum(self.reward_scales[name] * self.dt * value for name, value in terms.items())
         return reward.clamp_min(0.0) if self.only_positive_rewards else reward
 
     def _terminated(self, state: State) -> torch.Tensor:
