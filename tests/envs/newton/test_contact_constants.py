@@ -1,5 +1,5 @@
-"""``contact_ke``/``contact_kd`` of a NewtonEnv: every shape and the ground get them, the
-substeps chosen follow, and a bad value is named before anything is built."""
+"""``contact_ke``/``contact_kd``/``contact_kf`` of a NewtonEnv: every shape and the ground
+get them, the substeps chosen follow, and a bad value is named before anything is built."""
 
 from __future__ import annotations
 
@@ -34,11 +34,12 @@ def ball(tmp_path, **kwargs) -> Ball:
 
 
 def test_every_shape_and_the_added_ground_get_the_constants(tmp_path):
-    env = ball(tmp_path, contact_ke=300.0, contact_kd=7.0)
+    env = ball(tmp_path, contact_ke=300.0, contact_kd=7.0, contact_kf=40.0)
     model = env.simulation.model
     assert model.shape_count == 2  # the ball, and the ground plane pathgrad added
     assert model.shape_material_ke.numpy().tolist() == [300.0, 300.0]
     assert model.shape_material_kd.numpy().tolist() == [7.0, 7.0]
+    assert model.shape_material_kf.numpy().tolist() == [40.0, 40.0]
 
 
 def test_one_constant_given_keeps_the_other(tmp_path):
@@ -68,7 +69,8 @@ def test_a_softer_contact_lets_auto_take_fewer_substeps_and_sinks_deeper(tmp_pat
     ("field", "value", "expected"),
     [("contact_ke", 0.0, "positive"), ("contact_ke", float("inf"), "positive"),
      ("contact_kd", -1.0, "non-negative"), ("contact_kd", float("nan"), "non-negative"),
-     ("contact_ke", "stiff", "a positive number")],  # fmt: skip
+     ("contact_ke", "stiff", "a positive number"), ("contact_kf", -5.0, "non-negative"),
+     ("contact_kf", True, "a non-negative number")],  # fmt: skip
 )
 def test_a_bad_constant_is_named(tmp_path, field, value, expected):
     with pytest.raises(ValueError, match=rf"{field} must be {expected}"):

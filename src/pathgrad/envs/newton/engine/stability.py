@@ -96,8 +96,8 @@ def stable_substeps(env: Any, dt: float, margin: float = 0.5) -> tuple[int, str]
     of its stability bound, and the clause naming the stiffest (or why one suffices).
 
     Friction is left out: its bound is set by ``contact_kf``, which no file states
-    (MuJoCo's friction is a constraint), and substeps for a light object's slope
-    would multiply the cost tenfold; a slope above its bound makes
+    (MuJoCo's friction is a constraint), and substeps for a light body's slope would
+    multiply the cost (ANYmal's feet: four times); a slope above its bound makes
     :func:`steps_are_stable` false and :func:`instability_hint` name it.
     """
     found = [term for term in stiff_terms(env) if "friction slope" not in term[1]]
@@ -237,15 +237,16 @@ def _stiffest_friction(
     ``kf |v_t| < mu f_n``: an explicit damper on the contact point's tangential motion,
     stable while ``substep kf / m_t < 2``, where ``m_t`` is the effective mass that the
     contact meets across the normal, at the shape's centre (a foot at the end of a
-    leg meets far less than its body's mass). Above the bound a sticking contact
+    leg meets far less than its body's mass); none where ``mu`` is 0 (a frictionless
+    contact, MJCF's ``condim="1"``). Above the bound a sticking contact
     chatters, held by the cap in the rollout, while the gradient, which follows the
     viscous branch, grows by ``|1 - substep kf / m_t|`` every substep.
     """
     model, dofs = env.simulation.model, int(env.dofs)
     shape_body = model.shape_body.numpy()
     pairs = _contact_pairs(env)
-    friction = model.shape_material_kf.numpy()
-    if not pairs or dofs == 0 or not (friction > 0.0).any():
+    friction, coulomb = model.shape_material_kf.numpy(), model.shape_material_mu.numpy()
+    if not pairs or dofs == 0 or not ((friction > 0.0) & (coulomb > 0.0)).any():
         return None
     linear, angular, poses, centres = _velocity_jacobians(env)
     offsets = model.shape_transform.numpy()[:, :3].astype(np.float64)
@@ -264,8 +265,8 @@ def _stiffest_friction(
         body_a = int(shape_body[a]) if a >= 0 else -1
         body_b = int(shape_body[b]) if b >= 0 else -1
         shapes = [shape for shape in (a, b) if shape >= 0]
-        kf = float(np.mean(friction[shapes])) if b >= 0 else float(friction[a])
-        if kf <= 0.0 or (body_a < 0 and body_b < 0):
+        kf, mu = (float(np.mean(values[shapes])) for values in (friction, coulomb))
+        if kf <= 0.0 or mu <= 0.0 or (body_a < 0 and body_b < 0):  # frictionless: no term
             continue
         relative = point_jacobian(a) - point_jacobian(b)
         if body_a >= 0 and body_b >= 0:  # the direction of least relative mass
