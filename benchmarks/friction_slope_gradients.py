@@ -7,7 +7,7 @@ friction term's stable substep (``stiff_terms``), and the median and largest per
 gradient norm for H = 4, 8, 16, 32, 64 (inf or nan where it overflowed).
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/friction_slope_gradients.py [--contact-kf 1000
-300 100] [--substeps 4]``
+300 100] [--substeps 4] [--armature A]``
 """
 
 from __future__ import annotations
@@ -39,12 +39,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contact-kf", type=float, nargs="+", default=[1000.0, 300.0, 100.0])
     parser.add_argument("--substeps", type=int, default=4, help="per PD step of 5 ms")
+    parser.add_argument("--armature", type=float, help="added to every joint's (kg m^2)")
     args = parser.parse_args()
     print("| kf | substep | friction bound | " + " | ".join(f"H={h}" for h in WINDOWS) + " |")
     print("|---:|---:|---:|" + "---:|" * len(WINDOWS))
     for slope in args.contact_kf:
+        options = {} if args.armature is None else {"armature": args.armature}
         env = AnymalVelocity(16, seed=0, only_positive_rewards=False, contact_kf=slope,
-                             substeps=args.substeps)  # fmt: skip
+                             substeps=args.substeps, **options)  # fmt: skip
         bound = min(b for b, text in stiff_terms(env) if "friction slope" in text)
         cells = []
         for horizon in WINDOWS:

@@ -48,6 +48,7 @@ __all__ = ["main"]
 
 THREADS_HELP = "torch threads (trainer.num_threads; auto: 1 below 4096 envs, else free CPUs)"
 NPROC_HELP = "data-parallel ranks on this machine (runs torchrun; see docs/distributed.md)"
+ENV_OPTIONS_HELP = "env options for these episodes, e.g. env.cfg.command=[0.5,0,0] (a command)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -117,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, help="reset seed (default: the config's)")
     evaluate.add_argument("--device", help="torch device (default: the config's, else cpu)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument("env_options", nargs="*", metavar="env.cfg.KEY=VALUE",
+                          help=ENV_OPTIONS_HELP)  # fmt: skip
     evaluate.set_defaults(handler=command_eval)
 
     plot = commands.add_parser("plot", help="learning curves of one or several runs")
@@ -159,6 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--seed", type=int, default=0, help="reset seed of the first episode")
     render.add_argument("--every", type=int, default=1, help="draw every N-th step")
     render.add_argument("--fps", type=int, default=30, help="frames per second")
+    render.add_argument("env_options", nargs="*", metavar="env.cfg.KEY=VALUE",
+                        help=ENV_OPTIONS_HELP)  # fmt: skip
     render.set_defaults(handler=command_render)
 
     export = commands.add_parser(
@@ -180,11 +185,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser = _parser()
             args, extra = parser.parse_known_args(argv)
             # Overrides may follow options (`train cfg.yaml --quiet a.b=1`): argparse leaves them.
-            unknown = [item for item in extra if args.command != "train" or item.startswith("-")]
+            trailing = {"train": "overrides", "eval": "env_options", "render": "env_options"}
+            field = trailing.get(args.command)
+            unknown = [item for item in extra if field is None or item.startswith("-")]
             if unknown:
                 parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-            if args.command == "train":
-                args.overrides = [*args.overrides, *extra]
+            if field is not None:
+                setattr(args, field, [*getattr(args, field), *extra])
             args.argv = list(sys.argv[1:] if argv is None else argv)
             watch_parent()  # a sweep's run or a launcher's rank ends with its supervisor
             return args.handler(args)

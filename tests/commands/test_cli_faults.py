@@ -347,3 +347,21 @@ def test_a_checkpoint_of_an_env_whose_spaces_changed_names_the_space_and_both_si
             "now: the env's observation space changed since training (its config did not)",
         )
     assert not (tmp_path / "p.pt2").exists()
+
+
+def test_eval_takes_env_options_and_refuses_anything_else(trained, tmp_path):
+    """``pathgrad eval RUN env.cfg.KEY=VALUE``: the env's options change for these episodes
+    (a command to follow, a heavier mass); other keys and unknown options are named."""
+    from pathgrad.runs.loading import load, load_for_evaluation
+
+    config, _, _ = load_for_evaluation(trained, None, ["env.cfg.mass=3.0"])
+    assert config.env.cfg["mass"] == 3.0
+    assert load(trained, env_options=["env.cfg.mass=3.0"]).env.mass == 3.0
+    light = json.loads(pathgrad("eval", str(trained), "--json", cwd=tmp_path).stdout)
+    heavy = pathgrad("eval", str(trained), "--json", "env.cfg.max_force=0.1", cwd=tmp_path)
+    assert heavy.returncode == 0, heavy.stderr
+    assert json.loads(heavy.stdout)["eval/avg_reward"] != light["eval/avg_reward"]
+    assert_usage_error(pathgrad("eval", str(trained), "env.num_envs=2", cwd=tmp_path),
+                       "only the env's options can change here, as env.cfg.KEY=VALUE")  # fmt: skip
+    assert_usage_error(pathgrad("eval", str(trained), "env.cfg.wings=2", cwd=tmp_path),
+                       "env.cfg.wings=2: ", "wings")  # fmt: skip

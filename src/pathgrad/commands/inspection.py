@@ -34,12 +34,15 @@ MAX_EVAL_EPISODES = 1_000_000
 
 
 def command_eval(args: argparse.Namespace) -> int:
-    """``pathgrad eval RUN_DIR|CHECKPOINT [--episodes N] [--seed S] [--json]``."""
+    """``pathgrad eval RUN_DIR|CHECKPOINT [--episodes N] [--seed S] [--json]
+    [env.cfg.KEY=VALUE ...]``."""
     if args.episodes is not None and not 0 < args.episodes <= MAX_EVAL_EPISODES:
         raise UsageError(f"--episodes must be between 1 and {MAX_EVAL_EPISODES:,}.")
     if args.seed is not None and not 0 <= args.seed < 2**63:
         raise UsageError("--seed must be between 0 and 2**63 - 1.")
-    config, checkpoint, path = load_for_evaluation(Path(args.target), args.device)
+    config, checkpoint, path = load_for_evaluation(
+        Path(args.target), args.device, getattr(args, "env_options", ())
+    )
     env = build_env(config, config.eval.num_envs, config.trainer.seed + 1)
     policy, normalizer = policy_from_checkpoint(config, checkpoint, env, path)
     episodes = args.episodes or config.eval.episodes

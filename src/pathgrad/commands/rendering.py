@@ -26,7 +26,7 @@ def command_render(args: argparse.Namespace) -> int:
         raise UsageError(f"--episodes must be between 1 and {MAX_EPISODES}.")
     if args.every < 1 or args.fps < 1:
         raise UsageError("--every and --fps must be at least 1.")
-    loaded = load(args.target)
+    loaded = load(args.target, env_options=getattr(args, "env_options", ()))
     env, path = loaded.env, loaded.checkpoint_path
     frames = record_episodes(env, loaded.module, args.episodes, args.seed, args.every)
     title = f"{loaded.config.env.name}: {path.parent.parent.name or path.name}"

@@ -5,6 +5,7 @@ What ``pathgrad eval``, ``export`` and ``render`` and :func:`pathgrad.load` shar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +19,7 @@ from pathgrad.core.action_bounds import action_space_bounds
 from pathgrad.core.state_checks import check_state_shapes
 from pathgrad.normalization import RunningObservationNormalizer
 from pathgrad.runs.config import ConfigError, RunConfig, device_problem, validate_config
-from pathgrad.runs.config_sources import read_yaml
+from pathgrad.runs.config_sources import merge_layers, read_yaml
 from pathgrad.runs.errors import UsageError
 from pathgrad.runs.run import CONFIG_FILE, build_env, build_policy
 
@@ -85,19 +86,28 @@ def _entry(document: dict[str, Any], section: str, key: str) -> Any:
 
 
 def load_for_evaluation(
-    target: Path, device: str | None = None
+    target: Path, device: str | None = None, env_options: Sequence[str] = ()
 ) -> tuple[RunConfig, dict[str, Any], Path]:
     """Config, checkpoint and its path, for a run directory (latest checkpoint) or a file.
 
     The checkpoint's config is validated as a config file is. Its device is
-    replaced by ``device``, or by ``cpu`` where the saved one is not available.
-    A run directory's checkpoint must have the env and policy sizes of its
-    ``config.yaml``.
+    replaced by ``device``, or by ``cpu`` where the saved one is not available;
+    ``env_options`` (``env.cfg.KEY=VALUE``, such as a command to follow) change the
+    env's options for this evaluation. A run directory's checkpoint must have the env
+    and policy sizes of its ``config.yaml``.
 
     Raises:
         UsageError: For a missing or malformed file or index, a folder that is
-            not a run directory, a checkpoint of another run, or an invalid config.
+            not a run directory, a checkpoint of another run, an override of
+            anything but ``env.cfg``, or an invalid config.
     """
+    for option in env_options:
+        if not option.startswith("env.cfg.") or "=" not in option:
+            raise UsageError(
+                f"'{option}': only the env's options can change here, as "
+                "env.cfg.KEY=VALUE (e.g. env.cfg.command=[0.5,0,0]); the policy's sizes, "
+                "the env and its number of envs are the checkpoint's."
+            )
     path = resolve_checkpoint(target)
     try:
         checkpoint = read_checkpoint(path)
@@ -115,6 +125,12 @@ def load_for_evaluation(
         data["env"]["device"] = "cpu"
     if device is not None and device_problem(device) is not None:
         raise UsageError(f"--device: {device_problem(device)}")
+    if env_options:
+        try:
+            data = merge_layers({}, data, env_options)
+            validate_config(data)
+        except ConfigError as error:
+            raise UsageError(f"{' '.join(env_options)}: {error}") from error
     try:
         config = validate_config(data)
     except ConfigError as error:
@@ -211,8 +227,11 @@ class LoadedPolicy:
         return actions if is_tensor else actions.numpy()
 
 
-def load(target: str | Path, device: str = "cpu") -> LoadedPolicy:
-    """The policy of a run directory (its latest checkpoint) or of a checkpoint file.
+def load(
+    target: str | Path, device: str = "cpu", env_options: Sequence[str] = ()
+) -> LoadedPolicy:
+    """The policy of a run directory (its latest checkpoint) or of a checkpoint file, with
+    its env (``env_options``: ``env.cfg.KEY=VALUE`` changes to its options).
 
     Raises:
         UsageError: (:class:`pathgrad.runs.errors.UsageError`, a ValueError) For a missing,
@@ -221,7 +240,7 @@ def load(target: str | Path, device: str = "cpu") -> LoadedPolicy:
     """
     from pathgrad.export import DeployedPolicy
 
-    config, checkpoint, path = load_for_evaluation(Path(target), device)
+    config, checkpoint, path = load_for_evaluation(Path(target), device, env_options)
     env = build_env(config, 1, config.trainer.seed)
     policy, normalizer = policy_from_checkpoint(config, checkpoint, env, path)
     bounds = action_space_bounds(env.single_action_space, config.env.device)
