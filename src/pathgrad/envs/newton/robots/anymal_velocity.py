@@ -25,15 +25,17 @@ docs/research/legged_gym_facts.md), per policy step of 0.02 s (4 PD steps of 0.0
   of its 6 velocities ~ U(-0.5, 0.5).
 
 Where it differs from legged_gym: the PD law instead of ANYmal C's actuator network;
-Newton's penalty contact (``contact_ke`` 2e4 N/m, ``contact_kd`` 200 N s/m, mu 1) with a
-friction slope ``contact_kf`` of 500 N s/m and an armature of 0.1 kg m^2 on every leg joint
-(the drives' reflected inertia, which the model file leaves out): Newton's friction is
-viscous below its cap, stable per substep only below 2 m_t / kf, and the bare foot meets
-m_t = 0.159 kg (0.32 ms at kf 1000, against substeps of 1.25 ms: the window gradient
-overflows within 8-16 steps while the rollout stays finite); with the armature it meets
-0.585 kg (2.3 ms at 500; ``benchmarks/friction_slope_gradients.py``). A loaded foot still
-creeps at ``f_t / kf`` (no static friction), so the stance sinks unless the policy holds
-it (zero actions: from 0.47 m with a grippy floor to 0.31 m within 3 s); a foot
+Newton's penalty contact (``contact_ke`` 2e4 N/m, ``contact_kd`` 200 N s/m, mu 1, Newton's
+friction slope ``contact_kf`` 1000 N s/m) and an armature of 0.3 kg m^2 on every leg joint
+(the drives' reflected inertia, which the model file leaves out; a modelling choice, no
+published figure): Newton's friction is viscous below its cap, stable per substep only
+below 2 m_t / kf, and the bare foot meets m_t = 0.159 kg (0.32 ms at kf 1000, against
+substeps of 1.25 ms: the window gradient overflows within 8-16 steps while the rollout
+stays finite); with the armature it meets 0.92 kg (1.8 ms;
+``benchmarks/friction_slope_gradients.py``). A loaded foot still creeps at ``f_t / kf``
+(no static friction), so the stance sinks unless the policy holds it (zero actions: 0.42
+m after 3 s, 0.47 m with a grippy floor; with kf 500 and armature 0.1 the legs splay to
+0.31 m, with kf 100 to 0.25 m in a second); a foot
 touches when its sphere is within 5 mm of the ground, a knee collides when its centre is
 within 5 cm, its drive's radius (legged_gym reads contact forces); no observation noise,
 friction or mass randomization and no pushes; commands after the first are a fixed low-discrepancy
@@ -67,7 +69,7 @@ RESAMPLE_STEPS = 200  # 4 s
 # end (about 0.3 kg) is stable below about 3 ms; "auto" bounds it on the shank's centre
 # (2.8 kg) and takes 2, where kd 1e3 turned NaN within 20 steps. 4 (1.25 ms) holds.
 SUBSTEPS = 4
-DRIVE_ARMATURE = 0.1  # kg m^2 on each leg joint (see the module docstring)
+DRIVE_ARMATURE = 0.3  # kg m^2 on each leg joint (see the module docstring)
 FOOT_RADIUS, TOUCH, KNEE_HEIGHT = 0.03, 0.005, 0.05  # m; the knee drives' radius 0.05
 SCALES = {"tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0,
           "ang_vel_xy": -0.05, "orientation": -5.0, "torques": -2.5e-5, "dof_acc": -2.5e-7,
@@ -115,7 +117,6 @@ class AnymalVelocity(NewtonEnv):
         self.reward_scales = {**SCALES, **{k: float(v) for k, v in (reward_scales or {}).items()}}
         kwargs.setdefault("contact_ke", 2.0e4)
         kwargs.setdefault("contact_kd", 200.0)
-        kwargs.setdefault("contact_kf", 500.0)
         kwargs.setdefault("armature", [0.0] * 6 + [DRIVE_ARMATURE] * 12)  # legs only
         kwargs.setdefault("substeps", SUBSTEPS)
         super().__init__(num_envs, device, contacts=True, dt=0.02, **kwargs)
