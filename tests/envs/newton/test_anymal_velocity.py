@@ -213,3 +213,21 @@ def test_a_chain_through_a_reset_has_the_gradients_of_fd(settled):
     (numeric,) = finite_differences(chain, (start,), 3e-3)
     assert all(endings[1] == [False, True] for endings in seen), seen
     assert float((analytic - numeric).norm() / numeric.norm()) < 0.03
+
+
+def test_smooth_collisions_count_a_knee_by_its_depth_and_have_a_gradient(env):
+    """Knees 2.5 cm above the ground (their drives, radius 5 cm, half sunk): legged_gym's
+    count is 1 per knee with no gradient; ``smooth_collisions`` counts 0.5 per knee, and
+    lifting the base lowers it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        smooth = AnymalVelocity(2, seed=0, smooth_collisions=True)
+    low = standing(env, height=0.62 - 0.357 + 0.025)  # the knees' centres at 2.5 cm
+    action = torch.zeros(2, 12)
+    assert env.reward_terms(low, action, low)["collision"].tolist() == [4.0, 4.0]
+    joint_q = low["joint_q"].clone().requires_grad_()
+    lifted = {**low, "joint_q": joint_q}
+    count = smooth.reward_terms(lifted, action, lifted)["collision"]
+    assert count.detach().tolist() == pytest.approx([2.0, 2.0], abs=0.05)
+    (gradient,) = torch.autograd.grad(count.sum(), joint_q)
+    assert gradient[:, 2].tolist() == pytest.approx([-4.0 / 0.05] * 2, rel=1e-3)  # d/d(base z)

@@ -18,7 +18,7 @@ docs/research/legged_gym_facts.md), per policy step of 0.02 s (4 PD steps of 0.0
   roll-pitch rates -0.05 x |w_xy|^2; orientation -5 x |g_xy|^2; torques -2.5e-5 x
   |tau|^2; joint accelerations -2.5e-7 x |dqd / dt|^2; feet air time 2.0 x sum over feet
   touching down of (air time - 0.5 s), while |command_xy| > 0.1; knee collisions -1 per
-  knee on the ground; action rate -0.01 x |a - a_prev|^2; termination 0 x (1 at a step
+  knee on the ground (``smooth_collisions``: by depth, so that it has a gradient); action rate -0.01 x |a - a_prev|^2; termination 0 x (1 at a step
   that ends with the base on the ground). ``reward_scales`` replaces any of these scales.
 - **Termination**: the base touches the ground; **truncation** after 1000 steps (20 s).
 - **Reset**: joints at default x U(0.5, 1.5) at rest, the base at 0.6 m, level, with each
@@ -89,6 +89,10 @@ class AnymalVelocity(NewtonEnv):
         only_positive_rewards: Clip each step's reward at 0 from below (legged_gym's).
         reward_scales: Scales that replace legged_gym's, by term name (``termination``,
             1 at a step that ends on the ground, has 0 there, as on ANYmal C).
+        smooth_collisions: Count a knee by how deep its drive (radius 5 cm) has sunk
+            below the ground plane's level, as a fraction of its radius (0 at first
+            touch, 1 with its centre on the ground), instead of legged_gym's 1 per
+            touching knee, whose gradient is 0: a sagging robot then learns to lift.
         **kwargs: NewtonEnv's (``contact_ke``, ``contact_kd``, ``contact_kf``, ``substeps``,
             ``seed``, ...).
     """
@@ -101,11 +105,12 @@ class AnymalVelocity(NewtonEnv):
     def __init__(self, num_envs: int, device: torch.device | str = "cpu", *,
                  command: Sequence[float] | None = None, only_positive_rewards: bool = True,
                  reward_scales: dict[str, float] | None = None,
-                 **kwargs: Any) -> None:  # fmt: skip
+                 smooth_collisions: bool = False, **kwargs: Any) -> None:  # fmt: skip
         if command is not None and len(command) != 3:
             raise ValueError(f"command must be (vx, vy, yaw_rate), got {command!r}.")
         self.fixed_command = None if command is None else tuple(float(c) for c in command)
         self.only_positive_rewards = bool(only_positive_rewards)
+        self.smooth_collisions = bool(smooth_collisions)
         unknown = sorted(set(reward_scales or {}) - set(SCALES))
         if unknown:
             raise ValueError(f"reward_scales has no term {unknown[0]!r}; terms: "
@@ -224,7 +229,9 @@ class AnymalVelocity(NewtonEnv):
         landing = next_state["touching"] * (1.0 - state["touching"])
         moving = (command[:, :2].norm(dim=-1) > 0.1).to(action.dtype)
         positions = self.body_poses(next_state)[0]
-        knees = (positions[:, self._feet, 2] < KNEE_HEIGHT).to(action.dtype).sum(-1)
+        depth = (KNEE_HEIGHT - positions[:, self._feet, 2]) / KNEE_HEIGHT
+        knees = (depth.clamp(0.0, 1.0) if self.smooth_collisions
+                 else (depth > 0.0).to(action.dtype)).sum(-1)  # fmt: skip
         return {
             "tracking_lin_vel": torch.exp(-(command[:, :2] - linear[:, :2]).square().sum(-1)
                                           / 0.25),  # fmt: skip
