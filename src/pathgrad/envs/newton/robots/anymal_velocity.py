@@ -18,8 +18,9 @@ docs/research/legged_gym_facts.md), per policy step of 0.02 s (4 PD steps of 0.0
   roll-pitch rates -0.05 x |w_xy|^2; orientation -5 x |g_xy|^2; torques -2.5e-5 x
   |tau|^2; joint accelerations -2.5e-7 x |dqd / dt|^2; feet air time 2.0 x sum over feet
   touching down of (air time - 0.5 s), while |command_xy| > 0.1; knee collisions -1 per
-  knee on the ground (``smooth_collisions``: by depth, so that it has a gradient); action rate -0.01 x |a - a_prev|^2; termination 0 x (1 at a step
-  that ends with the base on the ground). ``reward_scales`` replaces any of these scales.
+  knee on the ground (``smooth_collisions``: by depth, so that it has a gradient); action
+  rate -0.01 x |a - a_prev|^2; termination 0 x (1 at a step that ends with the base on the
+  ground). ``reward_scales`` replaces any of these scales.
 - **Termination**: the base touches the ground; **truncation** after 1000 steps (20 s).
 - **Reset**: joints at default x U(0.5, 1.5) at rest, the base at 0.6 m, level, with each
   of its 6 velocities ~ U(-0.5, 0.5).
