@@ -14,6 +14,7 @@ pytest.importorskip("newton", reason="the Newton backend needs pathgrad[newton]"
 from pathgrad.envs.newton.robots.anymal_velocity import (  # noqa: E402
     DEFAULT_STANCE,
     RESAMPLE_STEPS,
+    SCALES,
     AnymalVelocity,
 )
 
@@ -231,3 +232,16 @@ def test_smooth_collisions_count_a_knee_by_its_depth_and_have_a_gradient(env):
     assert count.detach().tolist() == pytest.approx([2.0, 2.0], abs=0.05)
     (gradient,) = torch.autograd.grad(count.sum(), joint_q)
     assert gradient[:, 2].tolist() == pytest.approx([-4.0 / 0.05] * 2, rel=1e-3)  # d/d(base z)
+
+
+def test_the_metrics_carry_each_terms_share_of_the_reward(settled):
+    """``info["metrics"]["reward_<term>"]``: each term's scaled share of the step's reward
+    (legged_gym logs them per term); without the clip they sum to the reward."""
+    env, state = settled
+    env.state = {**state, "reward_terms": torch.zeros_like(state["reward_terms"])}
+    env.elapsed_steps = torch.zeros(2, dtype=torch.long)
+    _, reward, _, _, info = env.step(0.1 * torch.ones(2, 12))
+    metrics = info["metrics"]
+    shares = [metrics[f"reward_{name}"] for name in SCALES]
+    assert torch.allclose(sum(shares), reward.detach(), atol=1e-6)
+    assert metrics["reward_tracking_lin_vel"].gt(0).all() and metrics["reward_torques"].lt(0).all()

@@ -21,6 +21,8 @@ docs/research/legged_gym_facts.md), per policy step of 0.02 s (4 PD steps of 0.0
   knee on the ground (``smooth_collisions``: by depth, so that it has a gradient); action
   rate -0.01 x |a - a_prev|^2; termination 0 x (1 at a step that ends with the base on the
   ground). ``reward_scales`` replaces any of these scales.
+- **Metrics**: the tracking errors (m/s, rad/s), the command, and each term's scaled share
+  of the step's reward (``reward_<term>``).
 - **Termination**: the base touches the ground; **truncation** after 1000 steps (20 s).
 - **Reset**: joints at default x U(0.5, 1.5) at rest, the base at 0.6 m, level, with each
   of its 6 velocities ~ U(-0.5, 0.5).
@@ -177,7 +179,8 @@ class AnymalVelocity(NewtonEnv):
                 "steps": torch.zeros(num, device=self.device),
                 "previous_action": torch.zeros(num, 12, device=self.device),
                 "air_time": torch.zeros(num, 4, device=self.device),
-                "touching": torch.ones(num, 4, device=self.device)}  # fmt: skip
+                "touching": torch.ones(num, 4, device=self.device),
+                "reward_terms": torch.zeros(num, len(SCALES), device=self.device)}  # fmt: skip
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
         steps = state["steps"] + 1.0
@@ -248,10 +251,22 @@ class AnymalVelocity(NewtonEnv):
             "termination": self._terminated(next_state).to(action.dtype),
         }
 
+    def _scaled(self, terms: dict) -> dict:
+        return {name: self.reward_scales[name] * self.dt * value for name, value in terms.items()}
+
     def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
-        terms = self.reward_terms(state, action, next_state)
-        reward = sum(self.reward_scales[name] * self.dt * value for name, value in terms.items())
+        reward = sum(self._scaled(self.reward_terms(state, action, next_state)).values())
         return reward.clamp_min(0.0) if self.only_positive_rewards else reward
+
+    def _dynamics_and_reward(self, state: State, action: torch.Tensor) -> tuple[State, Any]:
+        """The step, with each term's scaled share of its reward kept in the state
+        (detached) for ``info["metrics"]`` (legged_gym logs them per term too)."""
+        next_state = self._dynamics(state, action)
+        scaled = self._scaled(self.reward_terms(state, action, next_state))
+        reward = sum(scaled.values())
+        reward = reward.clamp_min(0.0) if self.only_positive_rewards else reward
+        shares = torch.stack([scaled[name].detach() for name in SCALES], -1)
+        return {**next_state, "reward_terms": shares}, reward
 
     def _terminated(self, state: State) -> torch.Tensor:
         positions, quats = (x.detach() for x in self.body_poses(state))
@@ -269,4 +284,6 @@ class AnymalVelocity(NewtonEnv):
             "command_vx": command[:, 0],
             "command_vy": command[:, 1],
             "command_yaw_rate": command[:, 2],
-        }
+            **{f"reward_{name}": state["reward_terms"][:, index]
+               for index, name in enumerate(SCALES)},
+        }  # fmt: skip
