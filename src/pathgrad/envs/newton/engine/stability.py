@@ -283,8 +283,8 @@ def _stiffest_friction(
                 f"'{_body_names(model, body_a, body_b)}', viscous below the Coulomb cap; "
                 f"effective mass {mass:.3g} kg across the normal at the shape's centre at the "
                 f"model's pose) is {_bound_text(substep, bound)}; above it a sticking contact "
-                "chatters and its gradient grows every substep: lower contact_kf or raise "
-                "substeps"
+                "chatters and its gradient grows every substep: lower contact_kf, raise "
+                "substeps or the armature of the joints that move it"
             ))  # fmt: skip
     return worst
 
