@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--runs-dir", default="runs/time_to_return")
     parser.add_argument("--keep-going", action="store_true", help="train to the config's end")
     parser.add_argument("--runs", nargs="+", help="read these finished runs instead")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()  # overrides may follow the options
     if args.runs:
         results = {i: (evaluations(Path(run)), None) for i, run in enumerate(args.runs)}
         print(f"{len(results)} finished runs (their training clock)\n")
