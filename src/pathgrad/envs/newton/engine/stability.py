@@ -80,11 +80,12 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
             f"armature {armature[dof]:g}): stable only while damping x substep "
             f"({damping[dof] * substep:.3g}) < 2 x (the DOF's inertia + armature)"
         )))  # fmt: skip
-    contacts = simulation.uses_contacts and mass_matrix is not None
+    pairs = _contact_pairs(env) if simulation.uses_contacts and mass_matrix is not None else []
+    jacobians = _velocity_jacobians(env) if pairs and dofs else None  # shared by both terms
     for term in (
         _stiffest_limit(model, dofs, mass_matrix, substep),
-        _stiffest_contact(env, mass_matrix, substep) if contacts else None,
-        _stiffest_friction(env, mass_matrix, substep) if contacts else None,
+        _stiffest_contact(env, mass_matrix, substep, pairs, jacobians) if jacobians else None,
+        _stiffest_friction(env, mass_matrix, substep, pairs, jacobians) if jacobians else None,
     ):
         if term is not None:
             terms.append(term)
@@ -177,7 +178,7 @@ def _rotate(quaternions: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 
 
 def _stiffest_contact(
-    env: Any, mass_matrix: np.ndarray, substep: float
+    env: Any, mass_matrix: np.ndarray, substep: float, pairs: list, jacobians: tuple
 ) -> tuple[float, str] | None:
     """The contact (stiffness ``ke``, damping ``kd``) with the shortest stable substep.
 
@@ -190,12 +191,9 @@ def _stiffest_contact(
     joint-space mass matrix, at the model's pose. A contact point away from the centre
     meets less mass, so the bound is an upper one. (Friction: :func:`_stiffest_friction`.)
     """
-    model, dofs = env.simulation.model, int(env.dofs)
+    model = env.simulation.model
     shape_body = model.shape_body.numpy()
-    pairs = _contact_pairs(env)
-    if not pairs or dofs == 0:
-        return None
-    jacobian = _velocity_jacobians(env)[0]
+    jacobian = jacobians[0]
     inverse = np.linalg.inv(mass_matrix)
     up = int(model.up_axis)
     stiffness, damping = model.shape_material_ke.numpy(), model.shape_material_kd.numpy()
@@ -229,7 +227,7 @@ def _stiffest_contact(
 
 
 def _stiffest_friction(
-    env: Any, mass_matrix: np.ndarray, substep: float
+    env: Any, mass_matrix: np.ndarray, substep: float, pairs: list, jacobians: tuple
 ) -> tuple[float, str] | None:
     """The contact whose friction slope ``kf`` allows the shortest stable substep.
 
@@ -244,11 +242,10 @@ def _stiffest_friction(
     """
     model, dofs = env.simulation.model, int(env.dofs)
     shape_body = model.shape_body.numpy()
-    pairs = _contact_pairs(env)
     friction, coulomb = model.shape_material_kf.numpy(), model.shape_material_mu.numpy()
-    if not pairs or dofs == 0 or not ((friction > 0.0) & (coulomb > 0.0)).any():
+    if not ((friction > 0.0) & (coulomb > 0.0)).any():
         return None
-    linear, angular, poses, centres = _velocity_jacobians(env)
+    linear, angular, poses, centres = jacobians
     offsets = model.shape_transform.numpy()[:, :3].astype(np.float64)
     inverse = np.linalg.inv(mass_matrix)
     tangent = [axis for axis in range(3) if axis != int(model.up_axis)]

@@ -232,7 +232,7 @@ class AnymalVelocity(NewtonEnv):
         torques = (80.0 * (targets - q) - 2.0 * qd).clamp(-80.0, 80.0)
         landing = next_state["touching"] * (1.0 - state["touching"])
         moving = (command[:, :2].norm(dim=-1) > 0.1).to(action.dtype)
-        positions = self.body_poses(next_state)[0]
+        positions, quats = self.body_poses(next_state)  # once: the knees and the base
         depth = (KNEE_HEIGHT - positions[:, self._feet, 2]) / KNEE_HEIGHT
         knees = (depth.clamp(0.0, 1.0) if self.smooth_collisions
                  else (depth > 0.0).to(action.dtype)).sum(-1)  # fmt: skip
@@ -248,7 +248,7 @@ class AnymalVelocity(NewtonEnv):
             "feet_air_time": ((state["air_time"] + self.dt - 0.5) * landing).sum(-1) * moving,
             "collision": knees,
             "action_rate": (action - state["previous_action"]).square().sum(-1),
-            "termination": self._terminated(next_state).to(action.dtype),
+            "termination": self._on_ground(positions, quats).to(action.dtype),
         }
 
     def _scaled(self, terms: dict) -> dict:
@@ -269,8 +269,12 @@ class AnymalVelocity(NewtonEnv):
         return {**next_state, "reward_terms": shares}, reward
 
     def _terminated(self, state: State) -> torch.Tensor:
-        positions, quats = (x.detach() for x in self.body_poses(state))
-        base, quat = positions[:, self._base], quats[:, self._base]
+        return self._on_ground(*self.body_poses(state))
+
+    def _on_ground(self, positions: torch.Tensor, quats: torch.Tensor) -> torch.Tensor:
+        """Rows whose base touches the ground (a corner of its boxes below it), of the body
+        poses; no gradient."""
+        base, quat = positions[:, self._base].detach(), quats[:, self._base].detach()
         corners = self._base_corners.expand(base.shape[0], -1, -1)
         heights = base[:, None, 2] + rotate(quat[:, None].expand(-1, 12, -1), corners)[..., 2]
         return heights.min(-1).values < 0.0
