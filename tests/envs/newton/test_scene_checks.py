@@ -164,3 +164,26 @@ def test_the_instability_hint_names_the_ground_contact_with_its_effective_mass(t
     hint = env.instability_hint()
     assert "ground contact stiffness 2500 and damping 100 (ke, kd of the shapes of body " in hint
     assert "kg along the normal at its centre at the model's pose) are stable only while" in hint
+
+
+def test_a_free_body_away_from_the_origin_meets_its_own_mass(tmp_path):
+    """The stiff terms read the mass matrix in ``joint_qd``'s coordinates (centre-of-mass
+    velocity), not Featherstone's spatial ones: a 1 kg box 0.7 m off the origin's axis
+    meets 1 kg along the ground's normal (read against the spatial matrix it met 3 g)."""
+    from pathgrad.envs.newton.engine.stability import (
+        _mass_matrix_at_rest,
+        _velocity_jacobians,
+        stiff_terms,
+    )
+
+    box = tmp_path / "box.xml"
+    box.write_text('<mujoco><worldbody><body name="box" pos="0.5 0.5 1"><freejoint/>'
+                   '<geom type="box" size="0.05 0.05 0.05" mass="1"/></body></worldbody>'
+                   "</mujoco>")  # fmt: skip
+    env = Walker(1, model_file=box, contacts=True, capture=False)
+    matrix = _mass_matrix_at_rest(env, _velocity_jacobians(env))
+    inertia = 1.0 * (0.1**2 + 0.1**2) / 12.0
+    assert matrix == pytest.approx(torch.diag(torch.tensor([1.0] * 3 + [inertia] * 3)).numpy(),
+                                   abs=1e-6)  # fmt: skip
+    contact = [text for _, text in stiff_terms(env) if "ground contact" in text]
+    assert contact and "effective mass 1 kg along the normal" in contact[0]

@@ -13,7 +13,6 @@ from typing import Any
 
 import newton
 import numpy as np
-import torch
 import warp as wp
 
 from pathgrad.envs.newton.engine.scene_checks import ground_penetration
@@ -58,7 +57,8 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
     substep = float(simulation.substep_dt)
     damping = model.joint_damping.numpy()[:dofs].astype(np.float64)
     armature = model.joint_armature.numpy()[:dofs].astype(np.float64)
-    mass_matrix = _mass_matrix_at_rest(env)  # armature included
+    jacobians = _velocity_jacobians(env) if dofs else None
+    mass_matrix = _mass_matrix_at_rest(env, jacobians) if dofs else None  # armature included
     terms = []
     if dofs and damping.max() > 0.0 and mass_matrix is not None:
         # Explicit damping M qdd = -C qd is stable while substep x max eig(M^-1 C) < 2.
@@ -81,11 +81,10 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
             f"({damping[dof] * substep:.3g}) < 2 x (the DOF's inertia + armature)"
         )))  # fmt: skip
     pairs = _contact_pairs(env) if simulation.uses_contacts and mass_matrix is not None else []
-    jacobians = _velocity_jacobians(env) if pairs and dofs else None  # shared by both terms
     for term in (
         _stiffest_limit(model, dofs, mass_matrix, substep),
-        _stiffest_contact(env, mass_matrix, substep, pairs, jacobians) if jacobians else None,
-        _stiffest_friction(env, mass_matrix, substep, pairs, jacobians) if jacobians else None,
+        _stiffest_contact(env, mass_matrix, substep, pairs, jacobians) if pairs else None,
+        _stiffest_friction(env, mass_matrix, substep, pairs, jacobians) if pairs else None,
     ):
         if term is not None:
             terms.append(term)
@@ -329,39 +328,39 @@ def _stiffest_limit(
     )
 
 
-def _mass_matrix_at_rest(env: Any) -> np.ndarray | None:
-    """World 0's joint-space mass matrix at the model's pose, with the armature the solver adds.
+def _mass_matrix_at_rest(env: Any, jacobians: tuple) -> np.ndarray | None:
+    """World 0's joint-space mass matrix at the model's pose, in ``joint_qd``'s coordinates,
+    with the armature the solver adds.
 
-    One forward step from the default coordinates (velocities and forces 0)
-    makes Featherstone evaluate it; the env's own state is not touched. A world
-    of several articulations (an arm and the objects it pushes) gets its
-    articulations' blocks on the diagonal. ``None`` for another solver.
+    From the bodies' kinetic energy: ``sum_b m_b J_b^T J_b + W_b^T I_b W_b`` over the
+    Jacobians of each body's centre-of-mass velocity ``J_b`` and angular velocity ``W_b``
+    (:func:`_velocity_jacobians`), ``I_b`` the body's inertia turned into the world.
+    Featherstone's own matrix (``solver.H``) is not this one where a free joint is: it is
+    written in spatial velocities (the velocity of the body's point at the world origin),
+    so read against ``joint_qd`` it made a free body away from the origin look almost
+    weightless (the hand's 0.5 kg cube, 0.6 m up, met as 1 g). ``None`` for a solver
+    without Featherstone's explicit steps.
     """
     simulation, dofs = env.simulation, int(env.dofs)
-    solver = simulation.solver
-    if simulation.maximal or getattr(solver, "H", None) is None:
+    if simulation.maximal or getattr(simulation.solver, "H", None) is None:
         return None
     try:
         model = simulation.model
-        count = int(model.articulation_count)
-        if count % env.num_envs:  # not the same articulations in every world
-            return None
-        rows = env.num_envs
-        zeros = torch.zeros(rows, dofs, device=env.device)
-        simulation.forward(env.default_joint_q.expand(rows, -1), zeros, zeros, keep_inputs=False)
-        blocks = solver.H.numpy()
-        starts, sizes = solver.articulation_H_start.numpy(), solver.articulation_H_rows.numpy()
-        firsts = solver.articulation_dof_start.numpy()
+        linear, angular, poses, _ = jacobians
+        bodies = poses.shape[0]
+        masses = model.body_mass.numpy()[:bodies].astype(np.float64)
+        inertias = model.body_inertia.numpy()[:bodies].astype(np.float64)
         matrix = np.zeros((dofs, dofs))
-        for article in range(count // rows):  # world 0's articulations come first
-            size, first, start = int(sizes[article]), int(firsts[article]), int(starts[article])
-            block = blocks[start : start + size * size].reshape(size, size)
-            matrix[first : first + size, first : first + size] = block
-        armature = getattr(solver, "joint_armature_effective", model.joint_armature)
+        for body in range(bodies):
+            turn = np.stack([_rotate(poses[body, 3:], axis) for axis in np.eye(3)], axis=1)
+            inertia = turn @ inertias[body] @ turn.T
+            matrix += masses[body] * linear[body].T @ linear[body]
+            matrix += angular[body].T @ inertia @ angular[body]
+        armature = getattr(simulation.solver, "joint_armature_effective", model.joint_armature)
         matrix += np.diag(armature.numpy()[:dofs].astype(np.float64))  # added at the factoring
     except Exception:  # noqa: BLE001 - a hint is best effort: fall back to the bare bound
         return None
-    return matrix if np.all(np.isfinite(matrix)) else None
+    return matrix if np.all(np.isfinite(matrix)) and dofs else None
 
 
 def _joint_of_dof(model: Any, dof: int) -> str:

@@ -32,9 +32,9 @@ Newton's penalty contact (``contact_ke`` 2e4 N/m, ``contact_kd`` 200 N s/m, mu 1
 friction slope ``contact_kf`` 1000 N s/m) and an armature of 0.3 kg m^2 on every leg joint
 (the drives' reflected inertia, which the model file leaves out; a modelling choice, no
 published figure): Newton's friction is viscous below its cap, stable per substep only
-below 2 m_t / kf, and the bare foot meets m_t = 0.159 kg (0.32 ms at kf 1000, against
+below 2 m_t / kf, and the bare foot meets m_t = 0.161 kg (0.32 ms at kf 1000, against
 substeps of 1.25 ms: the window gradient overflows within 8-16 steps while the rollout
-stays finite); with the armature it meets 0.92 kg (1.8 ms;
+stays finite); with the armature it meets 1.14 kg (2.3 ms;
 ``benchmarks/friction_slope_gradients.py``). A loaded foot still creeps at ``f_t / kf``
 (no static friction), so the stance sinks unless the policy holds it (zero actions: 0.42
 m after 3 s, 0.47 m with a grippy floor; with kf 500 and armature 0.1 the legs splay to
