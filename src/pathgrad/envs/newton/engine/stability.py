@@ -57,8 +57,9 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
     substep = float(simulation.substep_dt)
     damping = model.joint_damping.numpy()[:dofs].astype(np.float64)
     armature = model.joint_armature.numpy()[:dofs].astype(np.float64)
-    jacobians = _velocity_jacobians(env) if dofs else None
-    mass_matrix = _mass_matrix_at_rest(env, jacobians) if dofs else None  # armature included
+    featherstone = not simulation.maximal and getattr(simulation.solver, "H", None) is not None
+    jacobians = _velocity_jacobians(env) if dofs and featherstone else None
+    mass_matrix = _mass_matrix_at_rest(env, jacobians) if jacobians else None  # armature included
     terms = []
     if dofs and damping.max() > 0.0 and mass_matrix is not None:
         # Explicit damping M qdd = -C qd is stable while substep x max eig(M^-1 C) < 2.
@@ -338,12 +339,10 @@ def _mass_matrix_at_rest(env: Any, jacobians: tuple) -> np.ndarray | None:
     Featherstone's own matrix (``solver.H``) is not this one where a free joint is: it is
     written in spatial velocities (the velocity of the body's point at the world origin),
     so read against ``joint_qd`` it made a free body away from the origin look almost
-    weightless (the hand's 0.5 kg cube, 0.6 m up, met as 1 g). ``None`` for a solver
-    without Featherstone's explicit steps.
+    weightless (the hand's 0.5 kg cube, 0.6 m up, met as 1 g). Featherstone's solver only
+    (its steps are the explicit ones these bounds are for).
     """
     simulation, dofs = env.simulation, int(env.dofs)
-    if simulation.maximal or getattr(simulation.solver, "H", None) is None:
-        return None
     try:
         model = simulation.model
         linear, angular, poses, _ = jacobians
@@ -360,7 +359,7 @@ def _mass_matrix_at_rest(env: Any, jacobians: tuple) -> np.ndarray | None:
         matrix += np.diag(armature.numpy()[:dofs].astype(np.float64))  # added at the factoring
     except Exception:  # noqa: BLE001 - a hint is best effort: fall back to the bare bound
         return None
-    return matrix if np.all(np.isfinite(matrix)) and dofs else None
+    return matrix if np.all(np.isfinite(matrix)) else None
 
 
 def _joint_of_dof(model: Any, dof: int) -> str:
