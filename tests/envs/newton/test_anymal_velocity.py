@@ -234,14 +234,24 @@ def test_smooth_collisions_count_a_knee_by_its_depth_and_have_a_gradient(env):
     assert gradient[:, 2].tolist() == pytest.approx([-4.0 / 0.05] * 2, rel=1e-3)  # d/d(base z)
 
 
-def test_the_metrics_carry_each_terms_share_of_the_reward(settled):
-    """``info["metrics"]["reward_<term>"]``: each term's scaled share of the step's reward
-    (legged_gym logs them per term); without the clip they sum to the reward."""
+def test_the_metrics_are_the_episode_s_means_of_the_terms_and_the_errors(settled):
+    """``info["metrics"]``: each term's scaled share of the reward (``reward_<term>``) and
+    the tracking errors, as means over the episode's steps (legged_gym logs its terms per
+    episode); without the clip the shares sum to the mean reward."""
     env, state = settled
-    env.state = {**state, "reward_terms": torch.zeros_like(state["reward_terms"])}
+    env.state = {**state, "steps": torch.zeros(2),
+                 "episode_sums": torch.zeros_like(state["episode_sums"])}  # fmt: skip
     env.elapsed_steps = torch.zeros(2, dtype=torch.long)
-    _, reward, _, _, info = env.step(0.1 * torch.ones(2, 12))
+    rewards, errors = [], []
+    for _ in range(2):
+        _, reward, _, _, info = env.step(0.1 * torch.ones(2, 12))
+        rewards.append(reward.detach())
+        errors.append(env._tracking_errors(env.state))
     metrics = info["metrics"]
     shares = [metrics[f"reward_{name}"] for name in SCALES]
-    assert torch.allclose(sum(shares), reward.detach(), atol=1e-6)
+    assert torch.allclose(sum(shares), (rewards[0] + rewards[1]) / 2, atol=1e-6)
     assert metrics["reward_tracking_lin_vel"].gt(0).all() and metrics["reward_torques"].lt(0).all()
+    mean_error = (errors[0] + errors[1]) / 2
+    assert torch.allclose(metrics["linear_velocity_error"], mean_error[:, 0], atol=1e-6)
+    assert torch.allclose(metrics["yaw_rate_error"], mean_error[:, 1], atol=1e-6)
+    assert not torch.allclose(errors[0], errors[1])  # a mean, not the last step's value

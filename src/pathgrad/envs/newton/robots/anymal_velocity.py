@@ -21,8 +21,9 @@ docs/research/legged_gym_facts.md), per policy step of 0.02 s (4 PD steps of 0.0
   knee on the ground (``smooth_collisions``: by depth, so that it has a gradient); action
   rate -0.01 x |a - a_prev|^2; termination 0 x (1 at a step that ends with the base on the
   ground). ``reward_scales`` replaces any of these scales.
-- **Metrics**: the tracking errors (m/s, rad/s), the command, and each term's scaled share
-  of the step's reward (``reward_<term>``).
+- **Metrics**: the tracking errors (m/s, rad/s) and each term's scaled share of the reward
+  (``reward_<term>``), as means over the episode's steps (what an evaluation reports is the
+  whole episode's), and the command.
 - **Termination**: the base touches the ground; **truncation** after 1000 steps (20 s).
 - **Reset**: joints at default x U(0.5, 1.5) at rest, the base at 0.6 m, level, with each
   of its 6 velocities ~ U(-0.5, 0.5).
@@ -180,7 +181,8 @@ class AnymalVelocity(NewtonEnv):
                 "previous_action": torch.zeros(num, 12, device=self.device),
                 "air_time": torch.zeros(num, 4, device=self.device),
                 "touching": torch.ones(num, 4, device=self.device),
-                "reward_terms": torch.zeros(num, len(SCALES), device=self.device)}  # fmt: skip
+                "reward_terms": torch.zeros(num, len(SCALES), device=self.device),
+                "episode_sums": torch.zeros(num, len(SCALES) + 2, device=self.device)}  # fmt: skip
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
         steps = state["steps"] + 1.0
@@ -259,14 +261,24 @@ class AnymalVelocity(NewtonEnv):
         return reward.clamp_min(0.0) if self.only_positive_rewards else reward
 
     def _dynamics_and_reward(self, state: State, action: torch.Tensor) -> tuple[State, Any]:
-        """The step, with each term's scaled share of its reward kept in the state
-        (detached) for ``info["metrics"]`` (legged_gym logs them per term too)."""
+        """The step, with each term's scaled share of its reward and the episode's sums of
+        the shares and tracking errors kept in the state (detached) for
+        ``info["metrics"]`` (legged_gym logs its terms per episode too)."""
         next_state = self._dynamics(state, action)
         scaled = self._scaled(self.reward_terms(state, action, next_state))
         reward = sum(scaled.values())
         reward = reward.clamp_min(0.0) if self.only_positive_rewards else reward
         shares = torch.stack([scaled[name].detach() for name in SCALES], -1)
-        return {**next_state, "reward_terms": shares}, reward
+        sums = state["episode_sums"] + torch.cat([shares, self._tracking_errors(next_state)], -1)
+        return {**next_state, "reward_terms": shares, "episode_sums": sums}, reward
+
+    def _tracking_errors(self, state: State) -> torch.Tensor:
+        """``[N, 2]``: the planar velocity's error (m/s) and the yaw rate's (rad/s) against
+        the command, at this step; no gradient."""
+        _, linear, angular, _ = (x.detach() for x in self._base_motion(state))
+        command = self._commands(state["command_draws"])
+        return torch.stack([(command[:, :2] - linear[:, :2]).norm(dim=-1),
+                            (command[:, 2] - angular[:, 2]).abs()], -1)  # fmt: skip
 
     def _terminated(self, state: State) -> torch.Tensor:
         return self._on_ground(*self.body_poses(state))
@@ -280,14 +292,16 @@ class AnymalVelocity(NewtonEnv):
         return heights.min(-1).values < 0.0
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
-        _, linear, angular, _ = (x.detach() for x in self._base_motion(state))
+        """The tracking errors and each reward term's scaled share, as means over the
+        episode's steps so far (an episode's last step reports the whole episode's), and
+        the command now."""
         command = self._commands(state["command_draws"])
+        means = state["episode_sums"] / state["steps"].clamp_min(1.0)[:, None]
         return {
-            "linear_velocity_error": (command[:, :2] - linear[:, :2]).norm(dim=-1),
-            "yaw_rate_error": (command[:, 2] - angular[:, 2]).abs(),
+            "linear_velocity_error": means[:, len(SCALES)],
+            "yaw_rate_error": means[:, len(SCALES) + 1],
             "command_vx": command[:, 0],
             "command_vy": command[:, 1],
             "command_yaw_rate": command[:, 2],
-            **{f"reward_{name}": state["reward_terms"][:, index]
-               for index, name in enumerate(SCALES)},
+            **{f"reward_{name}": means[:, index] for index, name in enumerate(SCALES)},
         }  # fmt: skip
