@@ -246,7 +246,7 @@ def test_the_metrics_are_the_episode_s_means_of_the_terms_and_the_errors(settled
     for _ in range(2):
         _, reward, _, _, info = env.step(0.1 * torch.ones(2, 12))
         rewards.append(reward.detach())
-        errors.append(env._tracking_errors(env.state))
+        errors.append(env._terms_and_errors(env.state, torch.zeros(2, 12), env.state)[1])
     metrics = info["metrics"]
     shares = [metrics[f"reward_{name}"] for name in SCALES]
     assert torch.allclose(sum(shares), (rewards[0] + rewards[1]) / 2, atol=1e-6)

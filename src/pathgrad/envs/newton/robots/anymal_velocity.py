@@ -181,7 +181,6 @@ class AnymalVelocity(NewtonEnv):
                 "previous_action": torch.zeros(num, 12, device=self.device),
                 "air_time": torch.zeros(num, 4, device=self.device),
                 "touching": torch.ones(num, 4, device=self.device),
-                "reward_terms": torch.zeros(num, len(SCALES), device=self.device),
                 "episode_sums": torch.zeros(num, len(SCALES) + 2, device=self.device)}  # fmt: skip
 
     def _dynamics(self, state: State, action: torch.Tensor) -> State:
@@ -227,8 +226,16 @@ class AnymalVelocity(NewtonEnv):
 
     def reward_terms(self, state: State, action: torch.Tensor, next_state: State) -> dict:
         """Each of legged_gym's terms (before its scale and dt) at this step."""
+        return self._terms_and_errors(state, action, next_state)[0]
+
+    def _terms_and_errors(self, state: State, action: torch.Tensor,
+                          next_state: State) -> tuple[dict, torch.Tensor]:  # fmt: skip
+        """:meth:`reward_terms`, and ``[N, 2]`` the planar velocity's error (m/s) and the
+        yaw rate's (rad/s) against the command (no gradient), from one base motion."""
         _, linear, angular, gravity = self._base_motion(next_state)
         command = self._commands(next_state["command_draws"])
+        errors = torch.stack([(command[:, :2] - linear[:, :2]).norm(dim=-1),
+                              (command[:, 2] - angular[:, 2]).abs()], -1).detach()  # fmt: skip
         q, qd = state["joint_q"][:, 7:], state["joint_qd"][:, 6:]
         targets = self._stance + self.action_scale_targets * action
         torques = (80.0 * (targets - q) - 2.0 * qd).clamp(-80.0, 80.0)
@@ -238,7 +245,7 @@ class AnymalVelocity(NewtonEnv):
         depth = (KNEE_HEIGHT - positions[:, self._feet, 2]) / KNEE_HEIGHT
         knees = (depth.clamp(0.0, 1.0) if self.smooth_collisions
                  else (depth > 0.0).to(action.dtype)).sum(-1)  # fmt: skip
-        return {
+        terms = {
             "tracking_lin_vel": torch.exp(-(command[:, :2] - linear[:, :2]).square().sum(-1)
                                           / 0.25),  # fmt: skip
             "tracking_ang_vel": torch.exp(-(command[:, 2] - angular[:, 2]).square() / 0.25),
@@ -252,33 +259,28 @@ class AnymalVelocity(NewtonEnv):
             "action_rate": (action - state["previous_action"]).square().sum(-1),
             "termination": self._on_ground(positions, quats).to(action.dtype),
         }
+        return terms, errors
 
     def _scaled(self, terms: dict) -> dict:
         return {name: self.reward_scales[name] * self.dt * value for name, value in terms.items()}
 
-    def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
-        reward = sum(self._scaled(self.reward_terms(state, action, next_state)).values())
+    def _total(self, scaled: dict) -> torch.Tensor:
+        reward = sum(scaled.values())
         return reward.clamp_min(0.0) if self.only_positive_rewards else reward
 
-    def _dynamics_and_reward(self, state: State, action: torch.Tensor) -> tuple[State, Any]:
-        """The step, with each term's scaled share of its reward and the episode's sums of
-        the shares and tracking errors kept in the state (detached) for
-        ``info["metrics"]`` (legged_gym logs its terms per episode too)."""
-        next_state = self._dynamics(state, action)
-        scaled = self._scaled(self.reward_terms(state, action, next_state))
-        reward = sum(scaled.values())
-        reward = reward.clamp_min(0.0) if self.only_positive_rewards else reward
-        shares = torch.stack([scaled[name].detach() for name in SCALES], -1)
-        sums = state["episode_sums"] + torch.cat([shares, self._tracking_errors(next_state)], -1)
-        return {**next_state, "reward_terms": shares, "episode_sums": sums}, reward
+    def _reward(self, state: State, action: torch.Tensor, next_state: State) -> torch.Tensor:
+        return self._total(self._scaled(self.reward_terms(state, action, next_state)))
 
-    def _tracking_errors(self, state: State) -> torch.Tensor:
-        """``[N, 2]``: the planar velocity's error (m/s) and the yaw rate's (rad/s) against
-        the command, at this step; no gradient."""
-        _, linear, angular, _ = (x.detach() for x in self._base_motion(state))
-        command = self._commands(state["command_draws"])
-        return torch.stack([(command[:, :2] - linear[:, :2]).norm(dim=-1),
-                            (command[:, 2] - angular[:, 2]).abs()], -1)  # fmt: skip
+    def _dynamics_and_reward(self, state: State, action: torch.Tensor) -> tuple[State, Any]:
+        """The step, with the episode's sums of each term's scaled share of the reward and
+        of the tracking errors kept in the state (detached) for ``info["metrics"]``
+        (legged_gym logs its terms per episode too)."""
+        next_state = self._dynamics(state, action)
+        terms, errors = self._terms_and_errors(state, action, next_state)
+        scaled = self._scaled(terms)
+        shares = torch.stack([scaled[name].detach() for name in SCALES], -1)
+        sums = state["episode_sums"] + torch.cat([shares, errors], -1)
+        return {**next_state, "episode_sums": sums}, self._total(scaled)
 
     def _terminated(self, state: State) -> torch.Tensor:
         return self._on_ground(*self.body_poses(state))
