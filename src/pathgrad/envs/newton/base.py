@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import newton
-import numpy as np
 import torch
-from gymnasium.spaces import Box
 
 from pathgrad.core.env_contract import EnvContractError
 from pathgrad.envs.base import BatchedDifferentiableEnv, State
@@ -116,6 +114,9 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             the contact meets (a foot: a fraction of its leg's; the hint names it).
         capture: Replay each step's Warp operations as captured graphs (the
             same results; ``False`` launches every kernel from Python).
+        joint_limits: ``"mujoco"``: an MJCF file's limited hinges and slides as soft as
+            MuJoCo makes them (:mod:`.mjcf_limits`); ``"newton"``: the model's ``limit_ke``,
+            ``limit_kd`` (Newton's import: 1e4, 10); ``None``: the class's.
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
 
     Raises:
@@ -131,6 +132,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
     # An MJCF model_file keeps MuJoCo's joint pivots and coordinates (mujoco_meaning.py);
     # False keeps Newton's import as it is (the DiffRL robots, tuned on it).
     mujoco_meaning = True
+    joint_limits = "mujoco"  # a file's limits: its solreflimit; "newton": the model's constants
     # None: an MJCF file's <option gravity> (with mujoco_meaning), else (0, 0, -9.81).
     gravity: tuple[float, float, float] | None = None
     # With contacts, a ground plane at z = 0 where the model file has no floor of its own.
@@ -169,6 +171,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         contact_ke: float | None = None,
         contact_kd: float | None = None,
         contact_kf: float | None = None,
+        joint_limits: str | None = None,
         **kwargs: Any,
     ) -> None:
         if contacts_per_shape_pair is not None:
@@ -298,13 +301,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
                 "_observe returns"
             )
         super().__init__(num_envs, device, **kwargs)
-        if self.control_range is not None:  # a Gymnasium action: the motors' ctrlrange
-            low, high = (bound.cpu().numpy() for bound in self.control_range)
-            low, high = (
-                np.where(np.isfinite(low), low, -1.0),
-                np.where(np.isfinite(high), high, 1.0),
-            )
-            self.single_action_space = Box(low, high, (self.action_dim,), np.float32)
+        self._apply_control_range()
+        self._apply_joint_limits(joint_limits)
         if auto:
             self._choose_substeps(solver)
 

@@ -17,7 +17,13 @@ import warp as wp
 
 from pathgrad.envs.newton.engine.scene_checks import ground_penetration
 
-__all__ = ["instability_hint", "stable_substeps", "steps_are_stable", "stiff_terms"]
+__all__ = [
+    "instability_hint",
+    "mass_matrix_at_rest",
+    "stable_substeps",
+    "steps_are_stable",
+    "stiff_terms",
+]
 
 
 def instability_hint(env: Any) -> str:
@@ -327,6 +333,12 @@ def _stiffest_limit(
         f"damping {damping[dof]:g} (limit_ke, limit_kd; inertia {inertia[dof]:.3g} with "
         f"armature at the model's pose), {_bound_text(substep, bounds[dof])}"
     )
+
+
+def mass_matrix_at_rest(env: Any) -> np.ndarray | None:
+    """World 0's joint-space mass matrix at the model's pose with the solver's armature
+    (``[dofs, dofs]``, ``joint_qd``'s coordinates); None where it cannot be computed."""
+    return _mass_matrix_at_rest(env, _velocity_jacobians(env)) if int(env.dofs) else None
 
 
 def _mass_matrix_at_rest(env: Any, jacobians: tuple) -> np.ndarray | None:

@@ -39,6 +39,7 @@ class MjcfJoint:
     # ref from the element alone, and shifts limits only where the element has a range).
     limit_shift: float = 0.0
     rest_shift: float = 0.0
+    solreflimit: str | None = None  # the attribute's text (with classes); None: MuJoCo's default
 
     @property
     def rotational(self) -> bool:
@@ -118,6 +119,7 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
             ref=ref if kind in ("hinge", "slide") else 0.0,
             limit_shift=own if "range" in element.attrib else 0.0,
             rest_shift=own if {"ref", "springref"} & set(element.attrib) else 0.0,
+            solreflimit=values.get("solreflimit"),
         )
 
     def visit(body: ElementTree.Element, active: str) -> None:

@@ -30,6 +30,7 @@ class MjcfOptions:
     gravity: tuple[float, float, float] | None = None
     timestep: float | None = None
     total_mass: float | None = None  # the compiler's settotalmass
+    refsafe: bool = True  # <flag refsafe>: a limit's time constant at least 2 timesteps
     not_applied: list[str] = field(default_factory=list)
 
 
@@ -50,6 +51,8 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
             found.gravity = (gravity[0], gravity[1], gravity[2])
         if option.get("timestep") is not None:
             found.timestep = float(option.get("timestep"))
+        for flag in option.iter("flag"):
+            found.refsafe = flag.get("refsafe", "enable") != "disable"
         fluid = [key for key in ("density", "viscosity") if float(option.get(key, 0)) > 0]
         if fluid:
             found.not_applied.append(
@@ -93,8 +96,8 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
                                  f"{', ...' if len(friction) > 4 else ''}): left out")  # fmt: skip
     if any("solref" in e.attrib or "solimp" in e.attrib for e in root.iter()):
         found.not_applied.append(
-            "solref/solimp: contacts and limits use penalty stiffness and damping instead "
-            "(the env's contact model and joint limit_ke/limit_kd)"
+            "solref/solimp of contacts: contacts use penalty stiffness and damping instead "
+            "(the env's contact_ke and contact_kd)"
         )
     return found
 

@@ -18,15 +18,18 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import numpy as np
 import torch
+from gymnasium.spaces import Box
 
 from pathgrad.envs.newton.engine.bridge import NewtonSimulation
 from pathgrad.envs.newton.engine.model_checks import check_model_file
-from pathgrad.envs.newton.engine.stability import stable_substeps
+from pathgrad.envs.newton.engine.stability import mass_matrix_at_rest, stable_substeps
 from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.model_files.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
+from pathgrad.envs.newton.model_files.mjcf_limits import LimitReference, limit_constants
 from pathgrad.envs.newton.model_files.mjcf_options import (
     MjcfMotor,
     MjcfOptions,
@@ -255,6 +258,53 @@ class RobotFileMixin:
     def _file_options(self) -> MjcfOptions:
         """The MJCF file's options this env applies (none for URDF, Newton's meaning)."""
         return read_mjcf_options(self.model_file) if self._file_options_apply() else MjcfOptions()
+
+    def _apply_control_range(self) -> None:
+        """A Gymnasium action space of the motors' ``ctrlrange`` (where the file gives one)."""
+        if self.control_range is None:  # type: ignore[attr-defined]
+            return
+        low, high = (bound.cpu().numpy() for bound in self.control_range)  # type: ignore[attr-defined]
+        low, high = np.where(np.isfinite(low), low, -1.0), np.where(np.isfinite(high), high, 1.0)
+        self.single_action_space = Box(low, high, (self.action_dim,), np.float32)  # type: ignore[attr-defined]
+
+    def _apply_joint_limits(self, mode: str | None) -> None:
+        """``joint_limits``: ``"mujoco"`` gives each limited hinge and slide of an MJCF file
+        MuJoCo's softness (its ``solreflimit`` on its effective mass, :mod:`.mjcf_limits`);
+        ``"newton"`` keeps the model's ``limit_ke``/``limit_kd``. ``None``: the class's."""
+        chosen = type(self).joint_limits if mode is None else mode  # type: ignore[attr-defined]
+        if chosen not in ("mujoco", "newton"):
+            raise ValueError(f"joint_limits must be 'mujoco' or 'newton', got {chosen!r}.")
+        if chosen == "mujoco" and not self._file_options_apply():
+            if mode is not None:
+                raise ValueError(
+                    "joint_limits='mujoco' needs an MJCF model_file read with MuJoCo's meaning "
+                    f"(model_file: {self.model_file!r}); give 'newton' to keep the model's."
+                )
+            chosen = "newton"  # a world built in code, or a URDF: Newton's constants
+        self.joint_limits = chosen
+        if chosen == "newton":
+            return
+        model, dofs = self.simulation.model, int(self.dofs)  # type: ignore[attr-defined]
+        lower = model.joint_limit_lower.numpy()[:dofs]
+        upper = model.joint_limit_upper.numpy()[:dofs]
+        references: list[LimitReference | None] = [None] * dofs
+        for joint in self._mujoco_map().joints:
+            limited = abs(float(lower[joint.qd])) < 1e6 or abs(float(upper[joint.qd])) < 1e6
+            if joint.type in ("hinge", "slide") and limited:
+                references[joint.qd] = LimitReference.parse(joint.solreflimit, joint.name)
+        matrix = mass_matrix_at_rest(self) if any(references) else None
+        if matrix is None:
+            return
+        options = self._file_options()
+        stiffness, damping, _ = limit_constants(references, matrix, options.timestep,
+                                                options.refsafe)  # fmt: skip
+        chosen_dofs = ~np.isnan(stiffness)
+        worlds = int(self.num_envs)  # type: ignore[attr-defined]
+        for name, values in (("joint_limit_ke", stiffness), ("joint_limit_kd", damping)):
+            array = getattr(model, name)
+            per_world = array.numpy().reshape(worlds, dofs).copy()
+            per_world[:, chosen_dofs] = values[chosen_dofs]
+            array.assign(per_world.reshape(-1).astype(np.float32))
 
     def _choose_substeps(self, solver: str) -> None:
         """``substeps="auto"``: rebuild the simulation with the substeps its stiff terms need."""

@@ -41,6 +41,7 @@ class _Joint:
     q: int  # Newton's joint_q index of its first coordinate
     qd: int  # Newton's joint_qd index of its first DOF
     com: tuple[float, float, float]  # the child body's centre of mass (free joints)
+    solreflimit: str | None = None  # the file's text (mjcf_limits reads it)
 
 
 class MujocoCoordinates:
@@ -192,7 +193,9 @@ def apply_mujoco_meaning(
                 builder.joint_q[q] = mj_joint.ref
                 _limits_and_rest_in_qpos(builder, q, qd, mj_joint)
             com = tuple(float(c) for c in builder.body_com[int(builder.joint_child[j])])
-            placed[j].append(_Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com))
+            placed[j].append(
+                _Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com, mj_joint.solreflimit)
+            )
             qpos += {"free": 7, "ball": 4}.get(mj_joint.type, 1)
             qvel += {"free": 6, "ball": 3}.get(mj_joint.type, 1)
     for j in sorted(placed):

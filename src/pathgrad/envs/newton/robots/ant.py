@@ -60,6 +60,8 @@ class NewtonAnt(NewtonEnv):
     Featherstone substeps each.
     """
 
+    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+
     observation_dim = 37
     action_dim = 8
     default_max_episode_steps = 1000

@@ -101,6 +101,8 @@ class AnymalVelocity(NewtonEnv):
             ``seed``, ...).
     """
 
+    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+
     default_model_file = "assets/anymal_c.xml"
     observation_dim = 48
     default_max_episode_steps = 1000

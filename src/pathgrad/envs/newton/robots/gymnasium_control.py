@@ -50,6 +50,8 @@ class GymnasiumControl(NewtonEnv):
             (``substeps``, ``capture``, ``seed``, ``max_episode_steps``, ...).
     """
 
+    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+
     asset = ""
     frame_skip: int
     observation_dim: int

@@ -53,6 +53,8 @@ class GymnasiumLocomotion(NewtonEnv):
         **kwargs: NewtonEnv's (``substeps``, ``capture``, ``seed``, ...).
     """
 
+    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+
     asset = ""
     frame_skip = 4
     observation_dim: int

@@ -64,6 +64,8 @@ class GymnasiumPusher(NewtonEnv):
             ``contact_ke`` or ``contact_kd`` is given; ``capture``, ``seed``, ...).
     """
 
+    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+
     asset = "pusher_v5.xml"
     frame_skip = 5
     observation_dim = 23

@@ -84,6 +84,8 @@ class HandReorient(NewtonEnv):
         **kwargs: NewtonEnv's (``substeps``, default 64; ``capture``, ``seed``, ...).
     """
 
+    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+
     default_model_file = "assets/allegro_like_hand.xml"
     observation_dim = 72
     default_max_episode_steps = 600

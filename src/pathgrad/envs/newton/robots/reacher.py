@@ -35,6 +35,8 @@ class NewtonReacher(NewtonEnv):
     (2 solver substeps each).
     """
 
+    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+
     observation_dim = 10
     action_dim = 2
     default_max_episode_steps = 100
