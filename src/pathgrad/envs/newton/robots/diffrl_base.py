@@ -80,8 +80,6 @@ class DiffRLRobot(NewtonEnv):
         Others as :class:`~pathgrad.envs.newton.base.NewtonEnv`.
     """
 
-    joint_limits = "newton"  # Newton's import constants: what its results were measured with
-
     actuated: tuple[str, ...] = ()
     contact_defaults: Mapping[str, float] = {}
     default_max_episode_steps = 1000
