@@ -88,11 +88,13 @@ FIRST_ORDER = ("apg", "shac", "sapo", "ahac")
 EVAL_ENVS, EVAL_EPISODES, EVAL_SEED = 16, 16, 12345
 
 
-def _evaluate(policy, env_name: str, seed: int, transform=None) -> float:
+def _evaluate(policy, env_name: str, seed: int, transform=None, env_cfg=None) -> float:
     import pathgrad
     from pathgrad.evaluation import PATHGRAD_EVALUATION, evaluate_episodes
 
-    env = pathgrad.build_learning_env(env_name, num_envs=EVAL_ENVS, device="cpu", seed=seed + 1)
+    env = pathgrad.build_learning_env(
+        env_name, num_envs=EVAL_ENVS, device="cpu", seed=seed + 1, **(env_cfg or {})
+    )
     metrics = evaluate_episodes(
         policy,
         env,

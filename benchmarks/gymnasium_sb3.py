@@ -19,7 +19,8 @@ defaults (CleanRL's MuJoCo PPO) with normalization. SAC: SB3's defaults with 10,
 steps first (the zoo's ``learning_starts`` for the MuJoCo tasks).
 
 Run: ``python benchmarks/gymnasium_sb3.py --task GymnasiumHopper --method ppo --seed 0
---steps 1000000 --out DIR`` (one thread; writes ``DIR/<task>_<method>_s<seed>.json``).
+--steps 1000000 --out DIR [--env-cfg joint_limits=mujoco]`` (one thread; writes
+``DIR/<task>_<method>_s<seed>.json``).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class NormalizedPolicy:
         return torch.as_tensor(action, dtype=obs.dtype)
 
 
-def build_model(task: str, method: str, seed: int):
+def build_model(task: str, method: str, seed: int, env_cfg: dict | None = None):
     """The SB3 model on a one-row pathgrad env, and its ``VecNormalize`` (or None)."""
     import torch
     from stable_baselines3 import PPO, SAC
@@ -79,7 +80,7 @@ def build_model(task: str, method: str, seed: int):
     import pathgrad
 
     env = pathgrad.envs.to_sb3(
-        pathgrad.build_learning_env(task, num_envs=1, device="cpu", seed=seed)
+        pathgrad.build_learning_env(task, num_envs=1, device="cpu", seed=seed, **(env_cfg or {}))
     )
     if method == "sac":
         model = SAC("MlpPolicy", env, learning_starts=SAC_LEARNING_STARTS, seed=seed,
@@ -105,7 +106,13 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=50_000, metavar="STEPS")
     parser.add_argument("--hours", type=float, default=None, help="stop after this wall time")
     parser.add_argument("--out", type=Path, default=Path("gymnasium_sb3"))
+    parser.add_argument("--env-cfg", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="env options, as env.cfg in a config")  # fmt: skip
     args = parser.parse_args()
+    import yaml
+
+    env_cfg = {key: yaml.safe_load(value) for key, _, value in
+               (item.partition("=") for item in args.env_cfg)}  # fmt: skip
 
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
@@ -113,8 +120,9 @@ def main() -> None:
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.task}_{args.method}_s{args.seed}.json"
-    model, normalizer = build_model(args.task, args.method, args.seed)
+    model, normalizer = build_model(args.task, args.method, args.seed, env_cfg)
     record = {"task": args.task, "method": args.method, "seed": args.seed, "label": "",
+              "env_cfg": env_cfg,
               "settings": "rl-zoo", "curve": [], "wall_time": 0.0}  # fmt: skip
     start = time.time()
 
@@ -127,7 +135,8 @@ def main() -> None:
             if self.num_timesteps >= self.next_eval:
                 began = time.time()
                 seconds = began - start - self.paused  # training time, evaluations left out
-                value = _evaluate(NormalizedPolicy(model, normalizer), args.task, args.seed)
+                value = _evaluate(NormalizedPolicy(model, normalizer), args.task, args.seed,
+                                  env_cfg=env_cfg)  # fmt: skip
                 self.paused += time.time() - began
                 record["curve"].append([self.num_timesteps, seconds, value])
                 record["wall_time"] = time.time() - start

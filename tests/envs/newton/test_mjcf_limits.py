@@ -155,3 +155,57 @@ def test_a_world_built_in_code_keeps_its_limits_and_refuses_mujoco_s():
         assert limit_constants(kept)[0][0] == newton.ModelBuilder().default_joint_cfg.limit_ke
         with pytest.raises(ValueError, match="joint_limits='mujoco' needs an MJCF model_file"):
             Hinge(1, joint_limits="mujoco")
+
+
+# A light damped hinge: at the file's 10 ms step its explicit damping (h D / I = 10) diverges
+DAMPED = """<mujoco>
+  <option timestep="0.01" gravity="0 0 0" {integrator}/>
+  <worldbody>
+    <body name="arm" pos="0 0 1">
+      <joint name="hinge" type="hinge" axis="0 0 1" damping="1"/>
+      <geom type="sphere" pos="0.1 0 0" size="0.01" mass="0.1"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def damped(tmp_path, integrator="", **kwargs):
+    path = tmp_path / "damped.xml"
+    path.write_text(DAMPED.format(integrator=integrator))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return path, Rod(1, model_file=str(path), capture=False, **kwargs)
+
+
+@pytest.mark.parametrize("implicit_damping", [None, False])
+def test_joint_damping_is_integrated_as_mujoco_s_euler_does(tmp_path, implicit_damping):
+    mujoco = pytest.importorskip("mujoco")
+    path, env = damped(tmp_path, implicit_damping=implicit_damping, substeps=1)
+    assert env.implicit_damping is (implicit_damping is None)  # Euler: implicit, as MuJoCo's
+    model = mujoco.MjModel.from_xml_path(str(path))
+    data = mujoco.MjData(model)
+    data.qvel[:] = 5.0
+    env.reset(seed=0)
+    env.state = {**env.state, "joint_q": torch.zeros(1, 1), "joint_qd": torch.full((1, 1), 5.0)}
+    ours, theirs = [], []
+    for _ in range(8):
+        mujoco.mj_step(model, data)
+        env.step(torch.zeros(1, env.action_dim))
+        theirs.append(data.qvel[0])
+        ours.append(float(env.state["joint_qd"][0, 0]))
+    if implicit_damping is None:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
+        assert theirs[-1] < 1e-3  # damped away
+    else:  # explicit: each step multiplies the velocity by 1 - h D / I = -9
+        assert abs(ours[-1]) > 1e6
+
+
+def test_rk4_damps_explicitly_and_auto_substeps_see_it(tmp_path):
+    _, euler = damped(tmp_path, substeps="auto")
+    _, rk4 = damped(tmp_path, integrator='integrator="RK4"', substeps="auto")
+    assert euler.implicit_damping and not rk4.implicit_damping
+    assert euler.simulation_options["substeps"] == 1
+    assert rk4.simulation_options["substeps"] >= 10  # h D / I under 1 at half the bound
+    assert rk4.simulation.model.joint_armature.numpy()[0] == 0.0
+    with pytest.raises(ValueError, match="implicit_damping=True needs an MJCF model_file"):
+        Hinge(1, implicit_damping=True)

@@ -117,6 +117,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         joint_limits: ``"mujoco"``: an MJCF file's limited hinges and slides as soft as
             MuJoCo makes them (:mod:`.mjcf_limits`); ``"newton"``: the model's ``limit_ke``,
             ``limit_kd`` (Newton's import: 1e4, 10); ``None``: the class's.
+        implicit_damping: Joint damping implicit, as MuJoCo's Euler integrates it; ``None``:
+            the class's (its ``None``: as MuJoCo integrates the file, explicit under RK4).
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
 
     Raises:
@@ -133,6 +135,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
     # False keeps Newton's import as it is (the DiffRL robots, tuned on it).
     mujoco_meaning = True
     joint_limits = "mujoco"  # a file's limits: its solreflimit; "newton": the model's constants
+    implicit_damping: bool | None = None  # None: as MuJoCo integrates the file's damping
     # None: an MJCF file's <option gravity> (with mujoco_meaning), else (0, 0, -9.81).
     gravity: tuple[float, float, float] | None = None
     # With contacts, a ground plane at z = 0 where the model file has no floor of its own.
@@ -172,18 +175,18 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         contact_kd: float | None = None,
         contact_kf: float | None = None,
         joint_limits: str | None = None,
+        implicit_damping: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if contacts_per_shape_pair is not None:
             check_positive_integers(contacts_per_shape_pair=contacts_per_shape_pair)
             self.contacts_per_shape_pair = int(contacts_per_shape_pair)
-        if contact_signal_frame is not None:
-            if contact_signal_frame not in CONTACT_SIGNAL_FRAMES:
-                raise ValueError(
-                    f"contact_signal_frame must be one of {list(CONTACT_SIGNAL_FRAMES)}, "
-                    f"got {contact_signal_frame!r}."
-                )
-            self.contact_signal_frame = contact_signal_frame
+        if contact_signal_frame not in (None, *CONTACT_SIGNAL_FRAMES):
+            raise ValueError(
+                f"contact_signal_frame must be one of {list(CONTACT_SIGNAL_FRAMES)}, "
+                f"got {contact_signal_frame!r}."
+            )
+        self.contact_signal_frame = contact_signal_frame or self.contact_signal_frame
         if str(kwargs.get("dtype", "float32")).removeprefix("torch.") != "float32":
             raise ValueError(
                 f"{type(self).__name__} computes in float32 (Newton); dtype "
@@ -302,7 +305,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             )
         super().__init__(num_envs, device, **kwargs)
         self._apply_control_range()
-        self._apply_joint_limits(joint_limits)
+        self._apply_file_physics(joint_limits, implicit_damping)
         if auto:
             self._choose_substeps(solver)
 

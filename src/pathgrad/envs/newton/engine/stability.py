@@ -67,7 +67,8 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
     jacobians = _velocity_jacobians(env) if dofs and featherstone else None
     mass_matrix = _mass_matrix_at_rest(env, jacobians) if jacobians else None  # armature included
     terms = []
-    if dofs and damping.max() > 0.0 and mass_matrix is not None:
+    implicit = bool(getattr(env, "implicit_damping", False))  # stable at any substep
+    if dofs and damping.max() > 0.0 and mass_matrix is not None and not implicit:
         # Explicit damping M qdd = -C qd is stable while substep x max eig(M^-1 C) < 2.
         rates, modes = np.linalg.eig(np.linalg.solve(mass_matrix, np.diag(damping)))
         fastest = int(np.argmax(rates.real))

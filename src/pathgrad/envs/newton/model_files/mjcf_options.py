@@ -31,6 +31,9 @@ class MjcfOptions:
     timestep: float | None = None
     total_mass: float | None = None  # the compiler's settotalmass
     refsafe: bool = True  # <flag refsafe>: a limit's time constant at least 2 timesteps
+    # MuJoCo integrates joint damping implicitly: Euler (with <flag eulerdamp>), implicit,
+    # implicitfast; RK4 explicitly. False for no file.
+    implicit_damping: bool = False
     not_applied: list[str] = field(default_factory=list)
 
 
@@ -44,15 +47,19 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
         root = parse_mjcf(path)
     except ElementTree.ParseError:
         return MjcfOptions()
-    found = MjcfOptions()
+    found = MjcfOptions(implicit_damping=True)  # MuJoCo's default: Euler with eulerdamp
     for option in root.iter("option"):
         gravity = _numbers(option.get("gravity"))
         if len(gravity) == 3:
             found.gravity = (gravity[0], gravity[1], gravity[2])
         if option.get("timestep") is not None:
             found.timestep = float(option.get("timestep"))
+        integrator = option.get("integrator", "Euler")
+        found.implicit_damping = integrator in ("Euler", "implicit", "implicitfast")
         for flag in option.iter("flag"):
             found.refsafe = flag.get("refsafe", "enable") != "disable"
+            if integrator == "Euler" and flag.get("eulerdamp") == "disable":
+                found.implicit_damping = False
         fluid = [key for key in ("density", "viscosity") if float(option.get(key, 0)) > 0]
         if fluid:
             found.not_applied.append(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import newton
 import numpy as np
 import torch
 from gymnasium.spaces import Box
@@ -267,6 +268,39 @@ class RobotFileMixin:
         low, high = np.where(np.isfinite(low), low, -1.0), np.where(np.isfinite(high), high, 1.0)
         self.single_action_space = Box(low, high, (self.action_dim,), np.float32)  # type: ignore[attr-defined]
 
+    def _apply_file_physics(self, joint_limits: str | None, implicit_damping: bool | None) -> None:
+        """How the file's limits and joint damping act (``NewtonEnv``'s options of the names)."""
+        self._apply_joint_limits(joint_limits)
+        chosen = type(self).implicit_damping if implicit_damping is None else implicit_damping  # type: ignore[attr-defined]
+        if chosen is None:  # as MuJoCo integrates the file's damping
+            chosen = self._file_options().implicit_damping
+        elif chosen and not self._file_options_apply() and implicit_damping is not None:
+            raise ValueError(
+                "implicit_damping=True needs an MJCF model_file read with MuJoCo's meaning "
+                f"(model_file: {self.model_file!r})."
+            )
+        self.implicit_damping = bool(chosen) and self._file_options_apply()
+        model = self.simulation.model
+        self._file_armature = model.joint_armature.numpy().copy()
+        self._damp_implicitly()
+
+    def _damp_implicitly(self) -> None:
+        """With ``implicit_damping``, armature ``+ substep x damping`` on each damped DOF:
+        Featherstone's explicit damping force then advances the velocity as an implicit
+        damper would, ``(M + h D) v' = M v + h f`` (MuJoCo's Euler, ``eulerdamp``), stable at
+        any substep."""
+        if not self.implicit_damping:  # type: ignore[attr-defined]
+            return
+        model = self.simulation.model
+        damping = model.joint_damping.numpy().astype(np.float64)
+        free = np.zeros(damping.shape, dtype=bool)  # Featherstone does not damp free joints
+        starts, types = model.joint_qd_start.numpy(), model.joint_type.numpy()
+        for joint, kind in enumerate(types):
+            if int(kind) == int(newton.JointType.FREE):
+                free[int(starts[joint]) : int(starts[joint + 1])] = True
+        added = np.where(free, 0.0, float(self.simulation.substep_dt) * damping)
+        model.joint_armature.assign((self._file_armature + added).astype(np.float32))  # type: ignore[attr-defined]
+
     def _apply_joint_limits(self, mode: str | None) -> None:
         """``joint_limits``: ``"mujoco"`` gives each limited hinge and slide of an MJCF file
         MuJoCo's softness (its ``solreflimit`` on its effective mass, :mod:`.mjcf_limits`);
@@ -310,11 +344,15 @@ class RobotFileMixin:
         """``substeps="auto"``: rebuild the simulation with the substeps its stiff terms need."""
         step = float(self.simulation_options["dt"])  # an actuator step's, or the env step's
         count, why = stable_substeps(self, step)
-        if count > 1:
+        for _ in range(4):  # implicit damping's armature shrinks with the substep: again
+            if count <= int(self.simulation_options["substeps"]):
+                break
             self.simulation_options["substeps"] = count
             self.simulation = NewtonSimulation(
                 self.simulation.model, solver=solver, **self.simulation_options
             )
+            self._damp_implicitly()
+            count, why = max(stable_substeps(self, step), (count, why), key=lambda c: c[0])
         per = f"env step of {self.dt:.3g} s"
         if self.actuator_steps > 1:  # type: ignore[attr-defined]
             per = f"actuator step of {step:.3g} s ({self.actuator_steps} per {per})"  # type: ignore[attr-defined]

@@ -60,7 +60,8 @@ class NewtonAnt(NewtonEnv):
     Featherstone substeps each.
     """
 
-    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+    # Newton's limit constants and explicit damping: what its results were measured with
+    joint_limits, implicit_damping = "newton", False
 
     observation_dim = 37
     action_dim = 8

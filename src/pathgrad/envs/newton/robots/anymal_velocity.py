@@ -101,7 +101,8 @@ class AnymalVelocity(NewtonEnv):
             ``seed``, ...).
     """
 
-    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+    # Newton's limit constants and explicit damping: what its results were measured with
+    joint_limits, implicit_damping = "newton", False
 
     default_model_file = "assets/anymal_c.xml"
     observation_dim = 48

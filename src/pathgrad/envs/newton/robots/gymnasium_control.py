@@ -50,7 +50,8 @@ class GymnasiumControl(NewtonEnv):
             (``substeps``, ``capture``, ``seed``, ``max_episode_steps``, ...).
     """
 
-    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+    # Newton's limit constants and explicit damping: what its results were measured with
+    joint_limits, implicit_damping = "newton", False
 
     asset = ""
     frame_skip: int

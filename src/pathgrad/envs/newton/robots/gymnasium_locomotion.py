@@ -53,7 +53,8 @@ class GymnasiumLocomotion(NewtonEnv):
         **kwargs: NewtonEnv's (``substeps``, ``capture``, ``seed``, ...).
     """
 
-    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+    # Newton's limit constants and explicit damping: what its results were measured with
+    joint_limits, implicit_damping = "newton", False
 
     asset = ""
     frame_skip = 4

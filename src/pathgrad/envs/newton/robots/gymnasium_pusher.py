@@ -64,7 +64,8 @@ class GymnasiumPusher(NewtonEnv):
             ``contact_ke`` or ``contact_kd`` is given; ``capture``, ``seed``, ...).
     """
 
-    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+    # Newton's limit constants and explicit damping: what its results were measured with
+    joint_limits, implicit_damping = "newton", False
 
     asset = "pusher_v5.xml"
     frame_skip = 5

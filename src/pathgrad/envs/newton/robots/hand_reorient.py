@@ -84,7 +84,8 @@ class HandReorient(NewtonEnv):
         **kwargs: NewtonEnv's (``substeps``, default 64; ``capture``, ``seed``, ...).
     """
 
-    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+    # Newton's limit constants and explicit damping: what its results were measured with
+    joint_limits, implicit_damping = "newton", False
 
     default_model_file = "assets/allegro_like_hand.xml"
     observation_dim = 72

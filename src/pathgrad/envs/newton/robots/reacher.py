@@ -35,7 +35,8 @@ class NewtonReacher(NewtonEnv):
     (2 solver substeps each).
     """
 
-    joint_limits = "newton"  # Newton's import constants: what its results were measured with
+    # Newton's limit constants and explicit damping: what its results were measured with
+    joint_limits, implicit_damping = "newton", False
 
     observation_dim = 10
     action_dim = 2
