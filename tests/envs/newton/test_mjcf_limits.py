@@ -205,6 +205,8 @@ def test_rk4_damps_explicitly_and_auto_substeps_see_it(tmp_path):
     _, rk4 = damped(tmp_path, integrator='integrator="RK4"', substeps="auto")
     assert euler.implicit_damping and not rk4.implicit_damping
     assert euler.simulation_options["substeps"] == 1
+    # the implicit step's armature: substep x damping (0.01 s x 1) on the file's 0
+    assert euler.simulation.model.joint_armature.numpy()[0] == pytest.approx(0.01)
     assert rk4.simulation_options["substeps"] >= 10  # h D / I under 1 at half the bound
     assert rk4.simulation.model.joint_armature.numpy()[0] == 0.0
     with pytest.raises(ValueError, match="implicit_damping=True needs an MJCF model_file"):

@@ -27,6 +27,7 @@ class Arm(NewtonEnv):
     """NewtonReacher's arm: a spinning start, reward pulling the fingertip to (0.5, 0.5)."""
 
     default_model_file = str(ASSET)
+    implicit_damping = False  # these tests measure Featherstone's explicit damping
 
     def __init__(self, num_envs: int, held_damping: float = 0.0, **settings):
         self.held_damping = held_damping
