@@ -81,7 +81,7 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
             f"model's pose) = {factor:.3g}, {verdict} the bound 2 of explicit damping at that "
             "pose (poses of more inertia allow more)"
         )))  # fmt: skip
-    elif dofs and damping.max() > 0.0:
+    elif dofs and damping.max() > 0.0 and not implicit:
         dof = int(np.argmax(damping))
         terms.append((float("inf"), (
             f"joint damping up to {damping[dof]:g} (joint '{_joint_of_dof(model, dof)}', "
