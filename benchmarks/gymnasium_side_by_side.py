@@ -14,7 +14,8 @@ reward. With contacts off and no limit active, one step's accelerations agree wi
 take the two apart over a rollout.
 
 Run: ``python benchmarks/gymnasium_side_by_side.py [--tasks GymnasiumHopper ...]
-[--steps 200] [--out DIR]`` (needs ``mujoco``: ``pip install 'pathgrad[mujoco]'``);
+[--steps 200] [--out DIR] [--env-cfg joint_limits=mujoco ...]`` (needs ``mujoco``:
+``pip install 'pathgrad[mujoco]'``);
 prints a Markdown table and writes ``side_by_side.json`` to ``--out``.
 """
 
@@ -53,7 +54,7 @@ def actions(low: np.ndarray, high: np.ndarray, steps: int) -> np.ndarray:
     return (middle + half * np.sin(2.0 * math.pi * times / 40.0 + phases)).astype(np.float32)
 
 
-def build(task: str, steps: int):
+def build(task: str, steps: int, env_cfg: dict | None = None):
     """The Newton env (one row, no termination) and Gymnasium's MuJoCo env of ``task``."""
     import gymnasium
 
@@ -68,12 +69,13 @@ def build(task: str, steps: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the file's unapplied options, the substeps chosen
         env = build_learning_env(task, num_envs=1, device="cpu", seed=0,
-                                 max_episode_steps=steps + 1, **options)  # fmt: skip
+                                 max_episode_steps=steps + 1, **options,
+                                 **(env_cfg or {}))  # fmt: skip
     return env, reference
 
 
-def side_by_side(task: str, steps: int) -> dict:
-    env, reference = build(task, steps)
+def side_by_side(task: str, steps: int, env_cfg: dict | None = None) -> dict:
+    env, reference = build(task, steps, env_cfg)
     env.reset(seed=0)
     reference.reset(seed=0)
     qpos, qvel = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
@@ -138,12 +140,18 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("gymnasium_side_by_side"))
+    parser.add_argument("--env-cfg", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="env options of every task, as env.cfg in a config")  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(1)
+    import yaml
+
+    env_cfg = {key: yaml.safe_load(value) for key, _, value in
+               (item.partition("=") for item in args.env_cfg)}  # fmt: skip
     results = []
     for task in args.tasks:
         try:
-            results.append(side_by_side(task, args.steps))
+            results.append(side_by_side(task, args.steps, env_cfg))
         except ImportError as error:  # a task whose module is not there yet
             print(f"{task}: skipped ({error})")
     args.out.mkdir(parents=True, exist_ok=True)
