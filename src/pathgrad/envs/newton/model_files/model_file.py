@@ -344,9 +344,9 @@ class RobotFileMixin:
         """``substeps="auto"``: rebuild the simulation with the substeps its stiff terms need."""
         step = float(self.simulation_options["dt"])  # an actuator step's, or the env step's
         count, why = stable_substeps(self, step)
-        for _ in range(4):  # implicit damping's armature shrinks with the substep: again
-            if count <= int(self.simulation_options["substeps"]):
-                break
+        # Implicit damping's armature shrinks with the substep, and with it the bounds: again
+        # until they hold (the count only grows, bounded by the file's own armature's count).
+        while count > int(self.simulation_options["substeps"]):
             self.simulation_options["substeps"] = count
             self.simulation = NewtonSimulation(
                 self.simulation.model, solver=solver, **self.simulation_options
