@@ -211,3 +211,14 @@ def test_rk4_damps_explicitly_and_auto_substeps_see_it(tmp_path):
     assert rk4.simulation.model.joint_armature.numpy()[0] == 0.0
     with pytest.raises(ValueError, match="implicit_damping=True needs an MJCF model_file"):
         Hinge(1, implicit_damping=True)
+
+
+def test_limits_without_effective_masses_keep_the_model_s_and_say_so(tmp_path, monkeypatch):
+    import pathgrad.envs.newton.model_files.model_file as model_file
+
+    monkeypatch.setattr(model_file, "mass_matrix_at_rest", lambda env: None)
+    path = tmp_path / "rod.xml"
+    path.write_text(FILE.format(timestep=0.002, solref="0.02 1", tip=TIP))
+    with pytest.warns(UserWarning, match="effective masses could not be computed"):
+        env = Rod(1, model_file=str(path), capture=False, substeps=1)
+    np.testing.assert_allclose(limit_constants(env)[0], [1e4, 1e4])

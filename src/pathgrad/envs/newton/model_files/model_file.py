@@ -328,6 +328,14 @@ class RobotFileMixin:
                 references[joint.qd] = LimitReference.parse(joint.solreflimit, joint.name)
         matrix = mass_matrix_at_rest(self) if any(references) else None
         if matrix is None:
+            if any(references):
+                warnings.warn(
+                    f"{type(self).__name__}: joint_limits='mujoco': the joints' effective "
+                    "masses could not be computed at the file's pose, so the limits keep the "
+                    "model's limit_ke and limit_kd.",
+                    UserWarning,
+                    stacklevel=4,
+                )
             return
         options = self._file_options()
         stiffness, damping, _ = limit_constants(references, matrix, options.timestep,
