@@ -222,3 +222,11 @@ def test_limits_without_effective_masses_keep_the_model_s_and_say_so(tmp_path, m
     with pytest.warns(UserWarning, match="effective masses could not be computed"):
         env = Rod(1, model_file=str(path), capture=False, substeps=1)
     np.testing.assert_allclose(limit_constants(env)[0], [1e4, 1e4])
+
+
+def test_maximal_coordinates_damp_explicitly(tmp_path):
+    # semi_implicit has no joint-space armature to carry the implicit step: explicit, said
+    _, maximal = damped(tmp_path, solver="semi_implicit", substeps=4)
+    assert not maximal.implicit_damping
+    with pytest.raises(ValueError, match="and the featherstone solver"):
+        damped(tmp_path, solver="semi_implicit", substeps=4, implicit_damping=True)

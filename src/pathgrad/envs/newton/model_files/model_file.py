@@ -272,14 +272,17 @@ class RobotFileMixin:
         """How the file's limits and joint damping act (``NewtonEnv``'s options of the names)."""
         self._apply_joint_limits(joint_limits)
         chosen = type(self).implicit_damping if implicit_damping is None else implicit_damping  # type: ignore[attr-defined]
+        featherstone = not self.simulation.maximal  # the armature is Featherstone's
         if chosen is None:  # as MuJoCo integrates the file's damping
             chosen = self._file_options().implicit_damping
-        elif chosen and not self._file_options_apply() and implicit_damping is not None:
+        elif chosen and implicit_damping is not None and not (
+            self._file_options_apply() and featherstone
+        ):
             raise ValueError(
-                "implicit_damping=True needs an MJCF model_file read with MuJoCo's meaning "
-                f"(model_file: {self.model_file!r})."
+                "implicit_damping=True needs an MJCF model_file read with MuJoCo's meaning and "
+                f"the featherstone solver (model_file: {self.model_file!r})."
             )
-        self.implicit_damping = bool(chosen) and self._file_options_apply()
+        self.implicit_damping = bool(chosen) and self._file_options_apply() and featherstone
         model = self.simulation.model
         self._file_armature = model.joint_armature.numpy().copy()
         self._damp_implicitly()
