@@ -109,10 +109,9 @@ def main() -> None:
     parser.add_argument("--env-cfg", nargs="*", default=[], metavar="KEY=VALUE",
                         help="env options, as env.cfg in a config")  # fmt: skip
     args = parser.parse_args()
-    import yaml
+    from pathgrad.runs.config_sources import merge_layers
 
-    env_cfg = {key: yaml.safe_load(value) for key, _, value in
-               (item.partition("=") for item in args.env_cfg)}  # fmt: skip
+    env_cfg = merge_layers({}, {}, args.env_cfg)  # key=value as a config's overrides read them
 
     import torch
     from stable_baselines3.common.callbacks import BaseCallback

@@ -144,10 +144,9 @@ def main() -> None:
                         help="env options of every task, as env.cfg in a config")  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(1)
-    import yaml
+    from pathgrad.runs.config_sources import merge_layers
 
-    env_cfg = {key: yaml.safe_load(value) for key, _, value in
-               (item.partition("=") for item in args.env_cfg)}  # fmt: skip
+    env_cfg = merge_layers({}, {}, args.env_cfg)  # key=value as a config's overrides read them
     results = []
     for task in args.tasks:
         try:

@@ -230,3 +230,22 @@ def test_maximal_coordinates_damp_explicitly(tmp_path):
     assert not maximal.implicit_damping
     with pytest.raises(ValueError, match="and the featherstone solver"):
         damped(tmp_path, solver="semi_implicit", substeps=4, implicit_damping=True)
+
+
+def test_gradients_through_mujoco_s_limit_and_implicit_damping_match_differences(tmp_path):
+    from pathgrad.testing.gradients import check_env_gradients
+
+    class Reaching(Rod):  # a reward with a path to the state: the joints' squared positions
+        def _reward(self, state, action, next_state):
+            return -next_state["joint_q"].square().sum(-1)
+
+    # the hinge 0.05 rad into its soft limit for the whole chain, both joints damped implicitly
+    path, _ = rod(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = Reaching(1, model_file=str(path), capture=False, substeps=2, joint_damping=0.5,
+                       max_episode_steps=50)  # fmt: skip
+    assert env.joint_limits == "mujoco" and env.implicit_damping
+    joint_q, joint_qd = env.joint_state_from_mujoco(torch.tensor([[0.55, 0.0]]), torch.zeros(1, 2))
+    start = {"joint_q": joint_q, "joint_qd": joint_qd}
+    assert check_env_gradients(env, 3, initial_state=start, reset_at_step=None, action_scale=0.1)

@@ -67,8 +67,9 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
     jacobians = _velocity_jacobians(env) if dofs and featherstone else None
     mass_matrix = _mass_matrix_at_rest(env, jacobians) if jacobians else None  # armature included
     terms = []
-    implicit = bool(getattr(env, "implicit_damping", False))  # stable at any substep
-    if dofs and damping.max() > 0.0 and mass_matrix is not None and not implicit:
+    # Damping integrated implicitly (NewtonEnv's implicit_damping) is stable at any substep.
+    damped = dofs and damping.max() > 0.0 and not getattr(env, "implicit_damping", False)
+    if damped and mass_matrix is not None:
         # Explicit damping M qdd = -C qd is stable while substep x max eig(M^-1 C) < 2.
         rates, modes = np.linalg.eig(np.linalg.solve(mass_matrix, np.diag(damping)))
         fastest = int(np.argmax(rates.real))
@@ -81,7 +82,7 @@ def stiff_terms(env: Any) -> list[tuple[float, str]]:
             f"model's pose) = {factor:.3g}, {verdict} the bound 2 of explicit damping at that "
             "pose (poses of more inertia allow more)"
         )))  # fmt: skip
-    elif dofs and damping.max() > 0.0 and not implicit:
+    elif damped:
         dof = int(np.argmax(damping))
         terms.append((float("inf"), (
             f"joint damping up to {damping[dof]:g} (joint '{_joint_of_dof(model, dof)}', "
