@@ -15,7 +15,6 @@ and points of a state by Newton's forward kinematics, differentiable in torch.
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -119,6 +118,9 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             ``limit_kd`` (Newton's import: 1e4, 10); ``None``: the class's.
         implicit_damping: Joint damping implicit, as MuJoCo's Euler integrates it; ``None``:
             the class's (its ``None``: as MuJoCo integrates the file, explicit under RK4).
+        contact_softness: ``"mujoco"``: an MJCF file's contacts as soft as its geoms'
+            ``solref`` on each body's effective mass (:mod:`.mjcf_contacts`; ``contact_ke``,
+            ``contact_kd`` given win); ``"newton"``: the model's; ``None``: the class's.
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
 
     Raises:
@@ -136,6 +138,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
     mujoco_meaning = True
     joint_limits = "mujoco"  # a file's limits: its solreflimit; "newton": the model's constants
     implicit_damping: bool | None = None  # None: as MuJoCo integrates the file's damping
+    contact_softness = "newton"  # "mujoco": a file's contacts as soft as its geoms' solref
     # None: an MJCF file's <option gravity> (with mujoco_meaning), else (0, 0, -9.81).
     gravity: tuple[float, float, float] | None = None
     # With contacts, a ground plane at z = 0 where the model file has no floor of its own.
@@ -176,6 +179,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         contact_kf: float | None = None,
         joint_limits: str | None = None,
         implicit_damping: bool | None = None,
+        contact_softness: str | None = None,
         **kwargs: Any,
     ) -> None:
         if contacts_per_shape_pair is not None:
@@ -305,7 +309,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             )
         super().__init__(num_envs, device, **kwargs)
         self._apply_control_range()
-        self._apply_file_physics(joint_limits, implicit_damping)
+        given = tuple(k for k, v in (("ke", contact_ke), ("kd", contact_kd)) if v is not None)
+        self._apply_file_physics(joint_limits, implicit_damping, contact_softness, given)
         if auto:
             self._choose_substeps(solver)
 
@@ -321,33 +326,6 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         )
         for note in notes:
             warnings.warn(f"{type(self).__name__}: {note}", UserWarning, stacklevel=3)
-
-    def _resolve_model_file(self, given: str | Path | None) -> str | None:
-        """The model file: a relative one is found beside the module that defines the env.
-
-        A ``model_file`` given as an argument is taken relative to the working
-        directory first; ``default_model_file`` relative to its class's module.
-
-        Raises:
-            FileNotFoundError: Naming every place looked at, if none holds it.
-        """
-        if given is None and self.default_model_file is None:
-            return None
-        owner = type(self)
-        if given is None:
-            owner = next(k for k in type(self).__mro__ if "default_model_file" in vars(k))
-        path = Path(given if given is not None else self.default_model_file).expanduser()
-        if path.is_absolute():
-            candidates = [path]
-        else:
-            beside = Path(inspect.getfile(owner)).resolve().parent / path
-            candidates = [Path.cwd() / path, beside] if given is not None else [beside]
-        for candidate in candidates:
-            if candidate.is_file():
-                return str(candidate)
-        places = " nor ".join(f"'{candidate}'" for candidate in candidates)
-        raise FileNotFoundError(f"model_file: neither {places} exists." if len(candidates) > 1
-                                else f"model_file '{candidates[0]}' does not exist.")  # fmt: skip
 
     def model_file_options(self) -> dict[str, Any]:
         """Keyword arguments of ``add_mjcf``/``add_urdf`` for ``model_file``."""

@@ -18,6 +18,7 @@ import warp as wp
 from pathgrad.envs.newton.engine.scene_checks import ground_penetration
 
 __all__ = [
+    "effective_masses_along_up",
     "instability_hint",
     "mass_matrix_at_rest",
     "stable_substeps",
@@ -341,6 +342,21 @@ def mass_matrix_at_rest(env: Any) -> np.ndarray | None:
     """World 0's joint-space mass matrix at the model's pose with the solver's armature
     (``[dofs, dofs]``, ``joint_qd``'s coordinates); None where it cannot be computed."""
     return _mass_matrix_at_rest(env, _velocity_jacobians(env)) if int(env.dofs) else None
+
+
+def effective_masses_along_up(env: Any) -> np.ndarray | None:
+    """Each body of world 0: the effective mass its centre meets along the up axis (the
+    ground's normal) at the model's pose, ``1 / (J_up M^-1 J_up^T)`` (kg; ``inf`` for a body
+    that cannot move that way); None where the mass matrix cannot be computed."""
+    if not int(env.dofs):
+        return None
+    jacobians = _velocity_jacobians(env)
+    matrix = _mass_matrix_at_rest(env, jacobians)
+    if matrix is None:
+        return None
+    linear = jacobians[0][:-1, int(env.simulation.model.up_axis)]  # [bodies, dofs]
+    reach = np.einsum("bi,ij,bj->b", linear, np.linalg.inv(matrix), linear)
+    return np.where(reach > 1e-12, 1.0 / np.maximum(reach, 1e-300), np.inf)
 
 
 def _mass_matrix_at_rest(env: Any, jacobians: tuple) -> np.ndarray | None:

@@ -41,8 +41,10 @@ class LimitReference:
     second: float
 
     @classmethod
-    def parse(cls, text: str | None, joint: str) -> LimitReference:
-        """From the attribute's text (``None``: MuJoCo's default).
+    def parse(cls, text: str | None, joint: str, owner: str = "joint",
+              attribute: str = "solreflimit") -> LimitReference:  # fmt: skip
+        """From the attribute's text (``None``: MuJoCo's default); ``owner`` and
+        ``attribute`` name where it was read (a geom's ``solref`` has the same form).
 
         Raises:
             ValueError: For text that is not two numbers.
@@ -55,7 +57,7 @@ class LimitReference:
             values = []
         if len(values) != 2:
             raise ValueError(
-                f"joint '{joint}': solreflimit={text!r} is not two numbers (a time constant "
+                f"{owner} '{joint}': {attribute}={text!r} is not two numbers (a time constant "
                 "and a damping ratio, or a negative stiffness and damping)."
             )
         return cls(*values)

@@ -104,7 +104,8 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
     if any("solref" in e.attrib or "solimp" in e.attrib for e in root.iter()):
         found.not_applied.append(
             "solref/solimp of contacts: contacts use penalty stiffness and damping instead "
-            "(the env's contact_ke and contact_kd)"
+            "(the env's contact_ke and contact_kd; contact_softness='mujoco' reads geoms' "
+            "solref on each body's effective mass)"
         )
     return found
 

@@ -12,6 +12,7 @@ anchors) is imported as a chain of joint frames (:mod:`.mjcf_joint_frames`).
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from pathlib import Path
@@ -27,6 +28,7 @@ from pathgrad.envs.newton.engine.bridge import NewtonSimulation
 from pathgrad.envs.newton.engine.model_checks import check_model_file
 from pathgrad.envs.newton.engine.stability import mass_matrix_at_rest, stable_substeps
 from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
+from pathgrad.envs.newton.model_files.mjcf_contacts import SOFTNESS_MODES, apply_contact_softness
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.model_files.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
@@ -135,12 +137,40 @@ class RobotFileMixin:
     the ``<option>`` it applies, the motors that define its actions."""
 
     model_file: str | None
+    default_model_file: str | None
     mujoco_meaning: bool
     mujoco_coordinates: MujocoCoordinates | None
     coordinate_labels: list[str]
     simulation: Any
     simulation_options: dict[str, Any]
     dt: float
+
+    def _resolve_model_file(self, given: str | Path | None) -> str | None:
+        """The model file: a relative one is found beside the module that defines the env.
+
+        A ``model_file`` given as an argument is taken relative to the working
+        directory first; ``default_model_file`` relative to its class's module.
+
+        Raises:
+            FileNotFoundError: Naming every place looked at, if none holds it.
+        """
+        if given is None and self.default_model_file is None:
+            return None
+        owner = type(self)
+        if given is None:
+            owner = next(k for k in type(self).__mro__ if "default_model_file" in vars(k))
+        path = Path(given if given is not None else self.default_model_file).expanduser()
+        if path.is_absolute():
+            candidates = [path]
+        else:
+            beside = Path(inspect.getfile(owner)).resolve().parent / path
+            candidates = [Path.cwd() / path, beside] if given is not None else [beside]
+        for candidate in candidates:
+            if candidate.is_file():
+                return str(candidate)
+        places = " nor ".join(f"'{candidate}'" for candidate in candidates)
+        raise FileNotFoundError(f"model_file: neither {places} exists." if len(candidates) > 1
+                                else f"model_file '{candidates[0]}' does not exist.")  # fmt: skip
 
     @property
     def coordinate_names(self) -> list[str]:
@@ -268,9 +298,14 @@ class RobotFileMixin:
         low, high = np.where(np.isfinite(low), low, -1.0), np.where(np.isfinite(high), high, 1.0)
         self.single_action_space = Box(low, high, (self.action_dim,), np.float32)  # type: ignore[attr-defined]
 
-    def _apply_file_physics(self, joint_limits: str | None, implicit_damping: bool | None) -> None:
-        """How the file's limits and joint damping act (``NewtonEnv``'s options of the names)."""
+    def _apply_file_physics(
+        self, joint_limits: str | None, implicit_damping: bool | None,
+        contact_softness: str | None = None, keep_contacts: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
+        """How the file's limits, contacts and joint damping act (``NewtonEnv``'s options of
+        the names; ``keep_contacts``: the contact constants the user gave)."""
         self._apply_joint_limits(joint_limits)
+        self._apply_contact_softness(contact_softness, keep_contacts)
         chosen = type(self).implicit_damping if implicit_damping is None else implicit_damping  # type: ignore[attr-defined]
         featherstone = not self.simulation.maximal  # the armature is Featherstone's
         if chosen is None:  # as MuJoCo integrates the file's damping
@@ -350,6 +385,28 @@ class RobotFileMixin:
             per_world = array.numpy().reshape(worlds, dofs).copy()
             per_world[:, chosen_dofs] = values[chosen_dofs]
             array.assign(per_world.reshape(-1).astype(np.float32))
+
+    def _apply_contact_softness(self, mode: str | None, keep: tuple[str, ...]) -> None:
+        """``contact_softness``: ``"mujoco"`` gives an MJCF file's contacts its geoms'
+        ``solref`` on each body's effective mass (:mod:`.mjcf_contacts`); ``"newton"`` keeps
+        the model's ``ke``/``kd``. ``None``: the class's. Nothing to do without contacts."""
+        chosen = type(self).contact_softness if mode is None else mode  # type: ignore[attr-defined]
+        if chosen not in SOFTNESS_MODES:
+            raise ValueError(f"contact_softness must be 'mujoco' or 'newton', got {chosen!r}.")
+        if chosen == "mujoco" and not self._file_options_apply():
+            if mode is not None:
+                raise ValueError(
+                    "contact_softness='mujoco' needs an MJCF model_file read with MuJoCo's "
+                    f"meaning (model_file: {self.model_file!r}); give 'newton' to keep the "
+                    "model's contact constants."
+                )
+            chosen = "newton"
+        uses = self.simulation.uses_contacts and len(keep) < 2
+        if chosen == "mujoco" and uses:
+            options = self._file_options()
+            if not apply_contact_softness(self, options.timestep, options.refsafe, keep):
+                chosen = "newton"
+        self.contact_softness = chosen
 
     def _choose_substeps(self, solver: str) -> None:
         """``substeps="auto"``: rebuild the simulation with the substeps its stiff terms need."""
