@@ -61,6 +61,7 @@ def pair_file(first: str, second: str) -> str:
 
 class TwoBodies(NewtonEnv):
     observation_dim = 8
+    contact_softness = "newton"  # the constants (2500, 100 on every shape) these were sized for
 
     def _reward(self, state, action, next_state):
         return next_state["joint_q"][:, 2]

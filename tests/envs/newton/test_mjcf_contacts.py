@@ -1,5 +1,5 @@
-"""A file's contacts as soft as MuJoCo makes them (``contact_softness="mujoco"``): each body's
-geom ``solref`` on its effective mass; ``mujoco`` is the oracle."""
+"""A file's contacts as soft as MuJoCo makes them (``contact_softness="mujoco"``, the default
+for a file): each body's geom ``solref`` on its effective mass; ``mujoco`` is the oracle."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def shape_constants(env):
 
 
 def test_each_body_s_contact_is_its_solref_on_its_effective_mass(tmp_path):
-    _, env = ball(tmp_path, solref="0.05 0.5", mass=2.0, contact_softness="mujoco")
+    _, env = ball(tmp_path, solref="0.05 0.5", mass=2.0)  # a file's default
     assert env.contact_softness == "mujoco"
     ke, kd, static_ke, static_kd = shape_constants(env)
     # tc 0.05, ratio 0.5: 1600 /s^2 and 40 /s on 2 kg; twice on the ball, 0 on the floor, so
@@ -59,8 +59,8 @@ def test_each_body_s_contact_is_its_solref_on_its_effective_mass(tmp_path):
     np.testing.assert_allclose(ke, [2 * 1600.0 * 2.0], rtol=1e-4)
     np.testing.assert_allclose(kd, [2 * 40.0 * 2.0], rtol=1e-4)
     assert np.all(static_ke == 0.0) and np.all(static_kd == 0.0)
-    # the default (Newton's constants), and constants the user gives, stay
-    _, kept = ball(tmp_path)
+    # Newton's constants, and constants the user gives, stay
+    _, kept = ball(tmp_path, contact_softness="newton")
     assert kept.contact_softness == "newton"
     assert shape_constants(kept)[0][0] == pytest.approx(2500.0)
     _, given = ball(tmp_path, contact_softness="mujoco", contact_ke=1234.0)
@@ -147,6 +147,7 @@ def test_gradients_through_mujoco_s_contact_softness_match_differences(tmp_path)
         env = Landing(1, model_file=str(path), contacts=True, capture=False, substeps=2,
                       contact_softness="mujoco", max_episode_steps=50)  # fmt: skip
     qpos = torch.tensor([[0.0, 0.0, 0.048, 1.0, 0.0, 0.0, 0.0]])
-    joint_q, joint_qd = env.joint_state_from_mujoco(qpos, torch.tensor([[0.0] * 2 + [-0.3] + [0.0] * 3]))
+    qvel = torch.tensor([[0.0, 0.0, -0.3, 0.0, 0.0, 0.0]])
+    joint_q, joint_qd = env.joint_state_from_mujoco(qpos, qvel)
     start = {"joint_q": joint_q, "joint_qd": joint_qd}
     assert check_env_gradients(env, 3, initial_state=start, reset_at_step=None)

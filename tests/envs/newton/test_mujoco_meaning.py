@@ -298,13 +298,14 @@ def test_a_files_floor_is_the_ground_and_no_second_plane_is_added(tmp_path):
 def test_substeps_auto_divides_the_files_timestep_by_its_stiffest_term(tmp_path):
     cheetah = next(p for p in GYMNASIUM_FILES if p.name == "half_cheetah.xml")
     # MuJoCo's soft limit (solreflimit 0.02 s on the foot's 0.106 kg m^2) allows 2 substeps,
-    # Newton's import constants (1e4 N m/rad) 4
+    # Newton's import constants (1e4 N m/rad) 4 (with Newton's contact constants: MuJoCo's
+    # contact softness on the thigh's 7 kg also allows 2, and is then the stiffest term)
     for joint_limits, count in (("mujoco", 2), ("newton", 4)):
         with pytest.warns(UserWarning, match=rf"substeps auto: {count} of {0.01 / count:g} s per "
                           r"env step of 0.01 s, half the stability bound of its stiffest term "
                           r"\(joint 'ffoot' has a limit of stiffness"):  # fmt: skip
             env = Probe(1, model_file=str(cheetah), contacts=True, capture=False,
-                        joint_limits=joint_limits)  # fmt: skip
+                        joint_limits=joint_limits, contact_softness="newton")  # fmt: skip
         assert env.simulation.substeps == count and env.dt == pytest.approx(0.01)  # the file's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

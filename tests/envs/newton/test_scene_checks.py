@@ -160,7 +160,7 @@ def test_the_stable_substep_of_a_spring_damper_is_that_of_semi_implicit_euler(
 
 
 def test_the_instability_hint_names_the_ground_contact_with_its_effective_mass(tmp_path):
-    env = walker(tmp_path, height=0.3, contacts=True, substeps=2)
+    env = walker(tmp_path, height=0.3, contacts=True, substeps=2, contact_softness="newton")
     hint = env.instability_hint()
     assert "ground contact stiffness 2500 and damping 100 (ke, kd of the shapes of body " in hint
     assert "kg along the normal at its centre at the model's pose) are stable only while" in hint

@@ -105,9 +105,9 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             class's :attr:`contacts_per_shape_pair` (its ``None``: Newton's estimate).
             A step that needs more is warned about once (:mod:`.contact_capacity`).
         contact_ke: Contact stiffness (N/m) of every shape and the ground, replacing
-            the model's (an MJCF file's: Newton's 2500); ``None`` keeps it. A softer
-            contact changes less across touch and allows longer substeps.
-        contact_kd: Contact damping (N s/m) likewise (Newton's 100 for a file).
+            the model's (an MJCF file's: see ``contact_softness``); ``None`` keeps it. A
+            softer contact changes less across touch and allows longer substeps.
+        contact_kd: Contact damping (N s/m) likewise.
         contact_kf: Friction slope (N s/m) likewise (Newton's 1000): viscous below the
             Coulomb cap, explicit, stable while ``substep x kf < 2 x`` the effective mass
             the contact meets (a foot: a fraction of its leg's; the hint names it).
@@ -118,9 +118,10 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             ``limit_kd`` (Newton's import: 1e4, 10); ``None``: the class's.
         implicit_damping: Joint damping implicit, as MuJoCo's Euler integrates it; ``None``:
             the class's (its ``None``: as MuJoCo integrates the file, explicit under RK4).
-        contact_softness: ``"mujoco"``: an MJCF file's contacts as soft as its geoms'
-            ``solref`` on each body's effective mass (:mod:`.mjcf_contacts`; ``contact_ke``,
-            ``contact_kd`` given win); ``"newton"``: the model's; ``None``: the class's.
+        contact_softness: ``"mujoco"`` (a file's default): an MJCF file's contacts as soft
+            as its geoms' ``solref`` on each body's effective mass (:mod:`.mjcf_contacts`;
+            ``contact_ke``, ``contact_kd`` given win); ``"newton"``: the model's (Newton's
+            import: 2500, 100); ``None``: the class's.
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
 
     Raises:
@@ -138,7 +139,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
     mujoco_meaning = True
     joint_limits = "mujoco"  # a file's limits: its solreflimit; "newton": the model's constants
     implicit_damping: bool | None = None  # None: as MuJoCo integrates the file's damping
-    contact_softness = "newton"  # "mujoco": a file's contacts as soft as its geoms' solref
+    contact_softness = "mujoco"  # a file's contacts: its geoms' solref; "newton": the model's
     # None: an MJCF file's <option gravity> (with mujoco_meaning), else (0, 0, -9.81).
     gravity: tuple[float, float, float] | None = None
     # With contacts, a ground plane at z = 0 where the model file has no floor of its own.

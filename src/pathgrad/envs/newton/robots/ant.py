@@ -61,7 +61,7 @@ class NewtonAnt(NewtonEnv):
     """
 
     # Newton's limit constants and explicit damping: what its results were measured with
-    joint_limits, implicit_damping = "newton", False
+    joint_limits, implicit_damping, contact_softness = "newton", False, "newton"
 
     observation_dim = 37
     action_dim = 8

@@ -102,7 +102,7 @@ class AnymalVelocity(NewtonEnv):
     """
 
     # Newton's limit constants and explicit damping: what its results were measured with
-    joint_limits, implicit_damping = "newton", False
+    joint_limits, implicit_damping, contact_softness = "newton", False, "newton"
 
     default_model_file = "assets/anymal_c.xml"
     observation_dim = 48

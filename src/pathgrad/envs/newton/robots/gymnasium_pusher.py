@@ -65,7 +65,7 @@ class GymnasiumPusher(NewtonEnv):
     """
 
     # Newton's limit constants and explicit damping: what its results were measured with
-    joint_limits, implicit_damping = "newton", False
+    joint_limits, implicit_damping, contact_softness = "newton", False, "newton"
 
     asset = "pusher_v5.xml"
     frame_skip = 5

@@ -85,7 +85,7 @@ class HandReorient(NewtonEnv):
     """
 
     # Newton's limit constants and explicit damping: what its results were measured with
-    joint_limits, implicit_damping = "newton", False
+    joint_limits, implicit_damping, contact_softness = "newton", False, "newton"
 
     default_model_file = "assets/allegro_like_hand.xml"
     observation_dim = 72

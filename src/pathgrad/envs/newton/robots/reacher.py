@@ -36,7 +36,7 @@ class NewtonReacher(NewtonEnv):
     """
 
     # Newton's limit constants and explicit damping: what its results were measured with
-    joint_limits, implicit_damping = "newton", False
+    joint_limits, implicit_damping, contact_softness = "newton", False, "newton"
 
     observation_dim = 10
     action_dim = 2
