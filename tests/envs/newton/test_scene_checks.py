@@ -180,10 +180,15 @@ def test_a_free_body_away_from_the_origin_meets_its_own_mass(tmp_path):
     box.write_text('<mujoco><worldbody><body name="box" pos="0.5 0.5 1"><freejoint/>'
                    '<geom type="box" size="0.05 0.05 0.05" mass="1"/></body></worldbody>'
                    "</mujoco>")  # fmt: skip
-    env = Walker(1, model_file=box, contacts=True, capture=False)
+    env = Walker(1, model_file=box, contacts=True, capture=False, contact_softness="newton")
     matrix = _mass_matrix_at_rest(env, _velocity_jacobians(env))
     inertia = 1.0 * (0.1**2 + 0.1**2) / 12.0
     assert matrix == pytest.approx(torch.diag(torch.tensor([1.0] * 3 + [inertia] * 3)).numpy(),
                                    abs=1e-6)  # fmt: skip
     contact = [text for _, text in stiff_terms(env) if "ground contact" in text]
     assert contact and "effective mass 1 kg along the normal" in contact[0]
+    # MuJoCo's softness scales ke, kd with that 1 kg, so the bound is read where a contact
+    # meets least: 0.0866 m out (the half diagonal), 1 / (1 + r^2 / I) = 0.182 kg
+    soft = Walker(1, model_file=box, contacts=True, capture=False, contact_softness="mujoco")
+    contact = [text for _, text in stiff_terms(soft) if "ground contact" in text]
+    assert "effective mass 0.182 kg along the normal at the shape's lightest edge" in contact[0]

@@ -198,13 +198,16 @@ def _stiffest_contact(
     ``(J_a - J_b) M^-1 (J_a - J_b)^T``, their reduced mass: a light object pushed
     sideways). ``J`` is the Jacobian of a body's centre's velocity and ``M`` the
     joint-space mass matrix, at the model's pose. A contact point away from the centre
-    meets less mass, so the bound is an upper one. (Friction: :func:`_stiffest_friction`.)
+    meets less mass, so the bound is an upper one; with MuJoCo's contact softness (whose
+    ``ke``, ``kd`` scale with the centre's mass) a ground contact is read at the shape's
+    lightest edge (:func:`_shape_edges`) instead. (Friction: :func:`_stiffest_friction`.)
     """
     model = env.simulation.model
     shape_body = model.shape_body.numpy()
     jacobian = jacobians[0]
     inverse = np.linalg.inv(mass_matrix)
     up = int(model.up_axis)
+    edges = getattr(env, "contact_softness", "newton") == "mujoco"
     stiffness, damping = model.shape_material_ke.numpy(), model.shape_material_kd.numpy()
     worst: tuple[float, str] | None = None
     for a, b in pairs:
@@ -213,11 +216,17 @@ def _stiffest_contact(
         if body_a < 0 and body_b < 0:
             continue
         relative = jacobian[body_a] - jacobian[body_b]
-        if body_a < 0 or body_b < 0:
-            reach, along = float(relative[up] @ inverse @ relative[up]), "along the normal"
+        if (body_a < 0 or body_b < 0) and edges:  # MuJoCo's softness: ke, kd scale with the
+            shape = a if body_a >= 0 else b  # centre's mass, so the lightest point bounds
+            reach = max(_reach_along_up(jacobians, inverse, up, int(shape_body[shape]), point)
+                        for point in _shape_edges(model, shape, jacobians))  # fmt: skip
+            along = "along the normal at the shape's lightest edge"
+        elif body_a < 0 or body_b < 0:
+            reach = float(relative[up] @ inverse @ relative[up])
+            along = "along the normal at its centre"
         else:
-            reach, along = _largest_mobility(relative, inverse), \
-                "relative, in the direction of least mass"  # fmt: skip
+            reach = _largest_mobility(relative, inverse)
+            along = "relative, in the direction of least mass at its centre"
         if reach <= 1e-12:
             continue
         shapes = [shape for shape in (a, b) if shape >= 0]  # Newton averages the two shapes'
@@ -230,7 +239,7 @@ def _stiffest_contact(
             worst = (float(bound), (
                 f"{what} stiffness {ke:g} and damping {kd:g} (ke, kd of the shapes "
                 f"of body '{_body_names(model, body_a, body_b)}'; effective mass {mass:.3g} kg "
-                f"{along} at its centre at the model's pose) are {_bound_text(substep, bound)}"
+                f"{along} at the model's pose) are {_bound_text(substep, bound)}"
             ))  # fmt: skip
     return worst
 
@@ -293,6 +302,41 @@ def _stiffest_friction(
                 "substeps or the armature of the joints that move it"
             ))  # fmt: skip
     return worst
+
+
+def _shape_edges(model: Any, shape: int, jacobians: tuple) -> list[np.ndarray]:
+    """World points of ``shape`` (world 0, the model's pose) where a contact with the
+    ground can meet the least mass along the up axis: its centre and, out along each
+    horizontal axis, the farthest a contact point can lie from it (a sphere touches under
+    its centre; a capsule under an end cap, ``half_height`` out; a box or cylinder at a
+    corner or rim, within its half diagonal)."""
+    _, _, poses, _ = jacobians
+    body = int(model.shape_body.numpy()[shape])
+    transform = model.shape_transform.numpy()[shape].astype(np.float64)
+    centre = poses[body, :3] + _rotate(poses[body, 3:], transform[:3])
+    kind, scale = int(model.shape_type.numpy()[shape]), model.shape_scale.numpy()[shape]
+    radius = {
+        int(newton.GeoType.SPHERE): 0.0,
+        int(newton.GeoType.CAPSULE): float(scale[1]),
+        int(newton.GeoType.CYLINDER): float(np.hypot(scale[0], scale[1])),
+        int(newton.GeoType.BOX): float(np.linalg.norm(scale)),
+    }.get(kind, float(np.max(scale)))
+    up = int(model.up_axis)
+    points = [centre]
+    for axis in (axis for axis in range(3) if axis != up):
+        for sign in (-1.0, 1.0):
+            points.append(centre + sign * radius * np.eye(3)[axis])
+    return points
+
+
+def _reach_along_up(
+    jacobians: tuple, inverse: np.ndarray, up: int, body: int, point: np.ndarray
+) -> float:
+    """``J M^-1 J^T`` of the up velocity of ``point`` (world) on ``body``: the inverse of
+    the effective mass a contact there meets along the ground's normal."""
+    linear, angular, _, centres = jacobians
+    row = linear[body][up] - np.cross(point - centres[body], angular[body], axis=0)[up]
+    return float(row @ inverse @ row)
 
 
 def _largest_mobility(jacobian: np.ndarray, inverse: np.ndarray) -> float:
