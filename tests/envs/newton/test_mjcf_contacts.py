@@ -151,3 +151,23 @@ def test_gradients_through_mujoco_s_contact_softness_match_differences(tmp_path)
     joint_q, joint_qd = env.joint_state_from_mujoco(qpos, qvel)
     start = {"joint_q": joint_q, "joint_qd": joint_qd}
     assert check_env_gradients(env, 3, initial_state=start, reset_at_step=None)
+
+
+def test_of_two_bodies_that_can_touch_the_heavier_takes_half_their_reduced_mass(tmp_path):
+    # a 4 kg box and a 1 kg ball, both free: their relative motion's mass is 0.8 kg, so the
+    # box's shapes carry 0.4 kg (the pair: 1.4 kg, not 5) and the ball keeps its own 1 kg
+    path = tmp_path / "pair.xml"
+    path.write_text(FILE.format(solref="0.02 1", mass=1.0).replace(
+        "  </worldbody>",
+        '    <body name="box" pos="0.5 0 0.3"><freejoint/>'
+        '<geom type="box" size="0.1 0.1 0.1" mass="4"/></body>\n  </worldbody>',
+    ))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = Ball(1, model_file=str(path), contacts=True, capture=False)
+    model = env.simulation.model
+    bodies, ke = model.shape_body.numpy(), model.shape_material_ke.numpy()
+    names = [label.rsplit("/", 1)[-1] for label in env.body_labels]
+    by_body = {names[body]: float(ke[shape]) for shape, body in enumerate(bodies) if body >= 0}
+    assert by_body["ball"] == pytest.approx(2 * 2500.0 * 1.0, rel=1e-4)
+    assert by_body["box"] == pytest.approx(2 * 2500.0 * 0.4, rel=1e-4)

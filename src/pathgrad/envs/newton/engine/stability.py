@@ -18,6 +18,7 @@ import warp as wp
 from pathgrad.envs.newton.engine.scene_checks import ground_penetration
 
 __all__ = [
+    "body_pair_masses",
     "effective_masses_along_up",
     "instability_hint",
     "mass_matrix_at_rest",
@@ -401,6 +402,28 @@ def effective_masses_along_up(env: Any) -> np.ndarray | None:
     linear = jacobians[0][:-1, int(env.simulation.model.up_axis)]  # [bodies, dofs]
     reach = np.einsum("bi,ij,bj->b", linear, np.linalg.inv(matrix), linear)
     return np.where(reach > 1e-12, 1.0 / np.maximum(reach, 1e-300), np.inf)
+
+
+def body_pair_masses(env: Any) -> list[tuple[int, int, float]]:
+    """World 0's pairs of bodies whose shapes can collide, each with the least effective
+    mass of their relative motion at the model's pose (their reduced mass, over
+    directions; ``[]`` where the mass matrix cannot be computed or none can collide)."""
+    if not int(env.dofs) or not env.simulation.uses_contacts:
+        return []
+    jacobians = _velocity_jacobians(env)
+    matrix = _mass_matrix_at_rest(env, jacobians)
+    if matrix is None:
+        return []
+    inverse, shape_body = np.linalg.inv(matrix), env.simulation.model.shape_body.numpy()
+    found: dict[tuple[int, int], float] = {}
+    for a, b in _contact_pairs(env):
+        bodies = sorted(int(shape_body[shape]) if shape >= 0 else -1 for shape in (a, b))
+        if bodies[0] < 0 or bodies[0] == bodies[1]:
+            continue
+        mobility = _largest_mobility(jacobians[0][bodies[0]] - jacobians[0][bodies[1]], inverse)
+        if mobility > 1e-12:
+            found[(bodies[0], bodies[1])] = 1.0 / mobility
+    return [(a, b, mass) for (a, b), mass in found.items()]
 
 
 def _mass_matrix_at_rest(env: Any, jacobians: tuple) -> np.ndarray | None:

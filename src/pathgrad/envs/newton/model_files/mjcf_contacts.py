@@ -14,8 +14,12 @@ axis at its centre (:func:`~pathgrad.envs.newton.engine.stability.effective_mass
 A body's geoms share its first geom's ``solref`` (``<default>`` classes and ``childclass``
 applied). The constants are per shape, and Newton averages the two shapes of a contact, so a
 static shape (a floor, a table, the ground plane) gets 0 and each body's shapes twice its
-values: a body on the ground meets exactly its own; two bodies meeting get the sum of theirs
-(MuJoCo's would be that of their relative motion, which is less).
+values: a body on the ground meets exactly its own; two bodies meeting get the sum of theirs,
+so of two bodies that can touch, the heavier takes at most half their reduced mass (the
+least effective mass of their relative motion, MuJoCo's mass for that contact) and the
+lighter keeps its own: a foot stands as stiffly as MuJoCo's, a torso that the foot can reach
+is as soft against the ground as against the foot, and the pair is at most about three
+times as stiff as MuJoCo's.
 
 What a penalty cannot do: MuJoCo's constraint also cancels ``solimp``'s ``d`` (90-95%) of a
 sustained push at once, so under a load the penalty sinks more: ``load / ke``, where MuJoCo's
@@ -32,7 +36,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from pathgrad.envs.newton.engine.stability import effective_masses_along_up
+from pathgrad.envs.newton.engine.stability import body_pair_masses, effective_masses_along_up
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.model_files.mjcf_joints import child_bodies, default_classes
 from pathgrad.envs.newton.model_files.mjcf_limits import LimitReference
@@ -105,6 +109,10 @@ def apply_contact_softness(
             stacklevel=5,
         )
         return False
+    own = masses.copy()
+    for a, b, reduced in body_pair_masses(env):  # two bodies meeting get the sum of theirs:
+        heavier = a if own[a] >= own[b] else b  # the heavier takes half their relative
+        masses[heavier] = min(masses[heavier], 0.5 * reduced)  # motion's (MuJoCo's) mass
     solrefs = body_contact_references(env.model_file)
     names = [label.rsplit("/", 1)[-1] for label in env.body_labels]
     default = LimitReference.parse(None, "")
