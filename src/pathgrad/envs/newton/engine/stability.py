@@ -391,16 +391,21 @@ def mass_matrix_at_rest(env: Any) -> np.ndarray | None:
 
 def effective_masses_along_up(env: Any) -> np.ndarray | None:
     """Each body of world 0: the effective mass its centre meets along the up axis (the
-    ground's normal) at the model's pose, ``1 / (J_up M^-1 J_up^T)`` (kg; ``inf`` for a body
-    that cannot move that way); None where the mass matrix cannot be computed."""
+    ground's normal) at the model's pose, ``1 / (J_up M^-1 J_up^T)`` (kg); for a body that
+    cannot move that way (a planar arm), the least over the directions it moves in; ``inf``
+    for one that cannot move. None where the mass matrix cannot be computed."""
     if not int(env.dofs):
         return None
     jacobians = _velocity_jacobians(env)
     matrix = _mass_matrix_at_rest(env, jacobians)
     if matrix is None:
         return None
-    linear = jacobians[0][:-1, int(env.simulation.model.up_axis)]  # [bodies, dofs]
-    reach = np.einsum("bi,ij,bj->b", linear, np.linalg.inv(matrix), linear)
+    inverse = np.linalg.inv(matrix)
+    linear = jacobians[0][:-1]  # [bodies, 3, dofs]
+    up = linear[:, int(env.simulation.model.up_axis)]
+    reach = np.einsum("bi,ij,bj->b", up, inverse, up)
+    flat = reach <= 1e-12
+    reach[flat] = [_largest_mobility(linear[body], inverse) for body in np.flatnonzero(flat)]
     return np.where(reach > 1e-12, 1.0 / np.maximum(reach, 1e-300), np.inf)
 
 
