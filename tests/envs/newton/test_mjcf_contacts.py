@@ -171,3 +171,19 @@ def test_of_two_bodies_that_can_touch_the_heavier_takes_half_their_reduced_mass(
     by_body = {names[body]: float(ke[shape]) for shape, body in enumerate(bodies) if body >= 0}
     assert by_body["ball"] == pytest.approx(2 * 2500.0 * 1.0, rel=1e-4)
     assert by_body["box"] == pytest.approx(2 * 2500.0 * 0.4, rel=1e-4)
+
+
+def test_a_body_that_cannot_move_along_the_normal_takes_the_mass_it_moves(tmp_path):
+    # a 0.5 kg puck on two slides over the floor (an object on a table, a planar arm): its
+    # least effective mass over the directions it moves in, not Newton's constants
+    path = tmp_path / "puck.xml"
+    path.write_text(FILE.format(solref="0.02 1", mass=0.5).replace(
+        '<freejoint name="free"/>',
+        '<joint name="x" type="slide" axis="1 0 0"/><joint name="y" type="slide" axis="0 1 0"/>',
+    ).replace('pos="0 0 0.3"', 'pos="0 0 0.05"'))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = Ball(1, model_file=str(path), contacts=True, capture=False)
+    ke, kd, _, _ = shape_constants(env)
+    np.testing.assert_allclose(ke, [2 * 2500.0 * 0.5], rtol=1e-4)
+    np.testing.assert_allclose(kd, [2 * 100.0 * 0.5], rtol=1e-4)
