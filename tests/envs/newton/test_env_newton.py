@@ -343,7 +343,7 @@ def test_a_step_that_blows_up_names_the_stiff_damping_and_what_tames_it(tmp_path
     arm.write_text(ARM)
     # explicit damping (implicit_damping=False; the file's Euler would integrate it implicitly)
     stiff = Swing(2, model_file=arm, joint_damping=200.0, action_scale=2.0, armature=0.0,
-                  implicit_damping=False)  # fmt: skip
+                  implicit_damping=False, dt=1.0 / 60.0)  # fmt: skip
     result = check_env(stiff, gradients=False, max_rollout_steps=50)
     (failure,) = result["rollout"].failures
     assert "is not finite" in failure or "is nan" in failure or "inf" in failure
@@ -355,7 +355,7 @@ def test_a_step_that_blows_up_names_the_stiff_damping_and_what_tames_it(tmp_path
         "allow more). Raise armature or substeps"
     ) in failure
     tamed = Swing(2, model_file=arm, joint_damping=200.0, action_scale=2.0, armature=5.0,
-                  implicit_damping=False)  # fmt: skip
+                  implicit_damping=False, dt=1.0 / 60.0)  # fmt: skip
     assert check_env(tamed, gradients=False, max_rollout_steps=50)["rollout"].passed
     assert "= 0.617, below the bound 2" in tamed.instability_hint()  # 200 x 0.0167 / 5.4
 
@@ -368,7 +368,7 @@ def test_a_skipped_update_of_a_blowing_up_newton_env_names_the_stiff_damping(tmp
     arm = tmp_path / "arm.xml"
     arm.write_text(ARM)
     env = Swing(2, model_file=arm, joint_damping=200.0, action_scale=2.0, seed=0,
-                implicit_damping=False)  # fmt: skip
+                implicit_damping=False, dt=1.0 / 60.0)  # fmt: skip
     torch.manual_seed(0)
     policy = GaussianMLPPolicy(env.observation_dim, env.action_dim, hidden_sizes=(8,))
     settings = DifferentiableTrainerCfg(segment_length=16, update_horizon=16,

@@ -79,7 +79,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             effective masses) at half its stability bound, said once. ``None``:
             ``"auto"`` where ``dt`` is an MJCF file's timestep, else 1.
         dt: Duration of one env step (s); ``None``: an MJCF file's ``<option
-            timestep>`` (with ``mujoco_meaning``), else 1/60.
+            timestep>`` (with ``mujoco_meaning``; MuJoCo's 0.002 where it sets none), else
+            1/60.
         actuated_joints: Labels (or label suffixes) of the joints the action
             drives, in action order. By default, an MJCF file's ``<motor>`` joints
             (with ``mujoco_meaning``; neither this nor ``action_scale`` given), else

@@ -25,7 +25,8 @@ __all__ = ["MjcfMotor", "MjcfOptions", "read_mjcf_motors", "read_mjcf_options", 
 
 @dataclass
 class MjcfOptions:
-    """``gravity`` and ``timestep`` where the file sets them (else None)."""
+    """``gravity`` where the file sets it (else None) and ``timestep`` (MuJoCo's 0.002 s
+    where a file sets none; None for no file)."""
 
     gravity: tuple[float, float, float] | None = None
     timestep: float | None = None
@@ -35,6 +36,9 @@ class MjcfOptions:
     # implicitfast; RK4 explicitly. False for no file.
     implicit_damping: bool = False
     not_applied: list[str] = field(default_factory=list)
+
+
+MUJOCO_TIMESTEP = 0.002  # MuJoCo's default <option timestep>
 
 
 def _numbers(text: str | None) -> list[float]:
@@ -47,7 +51,8 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
         root = parse_mjcf(path)
     except ElementTree.ParseError:
         return MjcfOptions()
-    found = MjcfOptions(implicit_damping=True)  # MuJoCo's default: Euler with eulerdamp
+    # MuJoCo's defaults: Euler with eulerdamp, a 2 ms timestep (what a file without one means)
+    found = MjcfOptions(implicit_damping=True, timestep=MUJOCO_TIMESTEP)
     for option in root.iter("option"):
         gravity = _numbers(option.get("gravity"))
         if len(gravity) == 3:
