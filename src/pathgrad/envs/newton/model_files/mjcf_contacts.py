@@ -10,12 +10,16 @@ contact of a body with the ground pushes as a spring and damper on that mass ``m
 
 (a negative ``solref = -K -B`` gives ``K m`` and ``B m``; ``refsafe`` floors ``tc`` at two
 timesteps). ``m`` is read once, at the file's pose: the body's effective mass along the up
-axis at its centre (:func:`~pathgrad.envs.newton.engine.stability.effective_masses_along_up`).
-A body's geoms share its first geom's ``solref`` (``<default>`` classes and ``childclass``
-applied). The constants are per shape, and Newton averages the two shapes of a contact, so a
-static shape (a floor, a table, the ground plane) gets 0 and each body's shapes twice its
-values: a body on the ground meets exactly its own; two bodies meeting get the sum of theirs,
-so of two bodies that can touch, the heavier takes at most half their reduced mass (the
+axis at its centre, or, for a body that cannot move along it (a planar arm, an object sliding
+on a table), the least over the directions it moves in
+(:func:`~pathgrad.envs.newton.engine.stability.effective_masses_along_up`). A body's geoms
+share its first geom's ``solref`` (``<default>`` classes and ``childclass`` applied; a
+``<pair>``'s own ``solref`` and ``solmix`` are not read).
+
+The constants are per shape, and Newton averages the two shapes of a contact, so a static
+shape (a floor, a table, the ground plane) gets 0 and each body's shapes twice its values: a
+body on the ground meets exactly its own; two bodies meeting get the sum of theirs, so of two
+bodies that can touch, the heavier takes at most half their reduced mass (the
 least effective mass of their relative motion, MuJoCo's mass for that contact) and the
 lighter keeps its own: a foot stands as stiffly as MuJoCo's, a torso that the foot can reach
 is as soft against the ground as against the foot, and the pair is at most about three
@@ -82,7 +86,7 @@ def contact_constants(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(ke, kd)`` per body for its shapes: twice MuJoCo's spring and damper on the body's
     effective mass (Newton halves them against a static shape of 0); NaN where the mass is
-    not finite (a body that cannot move along the normal keeps the model's constants)."""
+    not finite (a body that cannot move keeps the model's constants)."""
     stiffness = np.full(len(references), np.nan)
     damping = np.full(len(references), np.nan)
     for body, (mass, reference) in enumerate(zip(masses, references, strict=True)):

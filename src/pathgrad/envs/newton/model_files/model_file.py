@@ -401,8 +401,9 @@ class RobotFileMixin:
                     "model's contact constants."
                 )
             chosen = "newton"
-        uses = self.simulation.uses_contacts and len(keep) < 2
-        if chosen == "mujoco" and uses:
+        if len(keep) == 2:  # contact_ke and contact_kd given: the user's constants
+            chosen = "newton"
+        if chosen == "mujoco" and self.simulation.uses_contacts:
             options = self._file_options()
             if not apply_contact_softness(self, options.timestep, options.refsafe, keep):
                 chosen = "newton"
