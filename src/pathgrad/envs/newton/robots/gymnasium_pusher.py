@@ -61,7 +61,8 @@ class GymnasiumPusher(NewtonEnv):
         reward_near_weight, reward_dist_weight, reward_control_weight: v5's
             arguments, v5's defaults (0.5, 1, 0.1).
         **kwargs: NewtonEnv's (``substeps``: default :data:`SUBSTEPS`, ``"auto"`` where
-            ``contact_ke`` or ``contact_kd`` is given; ``capture``, ``seed``, ...).
+            ``contact_ke`` or ``contact_kd`` is given or ``contact_softness="mujoco"``;
+            ``capture``, ``seed``, ...).
     """
 
     # Newton's limit constants and explicit damping: what its results were measured with
@@ -84,6 +85,7 @@ class GymnasiumPusher(NewtonEnv):
                 setattr(self, name, float(kwargs.pop(name)))
         path = gymnasium_asset(self.asset)
         softened = kwargs.get("contact_ke") is not None or kwargs.get("contact_kd") is not None
+        softened = softened or kwargs.get("contact_softness") == "mujoco"
         kwargs.setdefault("substeps", "auto" if softened else SUBSTEPS)
         dt = self.frame_skip * (read_mjcf_options(path).timestep or 0.002)
         super().__init__(num_envs, device, model_file=path, contacts=True, dt=dt, **kwargs)
