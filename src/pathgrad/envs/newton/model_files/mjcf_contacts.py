@@ -36,13 +36,11 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
 import numpy as np
 
 from pathgrad.envs.newton.engine.stability import body_pair_masses, effective_masses_along_up
-from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
-from pathgrad.envs.newton.model_files.mjcf_joints import child_bodies, default_classes
+from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.model_files.mjcf_limits import LimitReference
 
 __all__ = ["apply_contact_softness", "body_contact_references", "contact_constants"]
@@ -52,30 +50,16 @@ SOFTNESS_MODES = ("mujoco", "newton")
 
 def body_contact_references(path: str | Path) -> dict[str, LimitReference]:
     """Body name -> the ``solref`` of its first geom (with classes), for each named body of
-    ``worldbody`` that has a geom.
+    ``worldbody`` (MuJoCo's default where it has none).
 
     Raises:
         ValueError: For a ``solref`` that is not two numbers (naming the body).
     """
-    root = parse_mjcf(path)
-    classes = default_classes(root, "geom")
-    found: dict[str, LimitReference] = {}
-
-    def visit(body: ElementTree.Element, active: str) -> None:
-        active = body.get("childclass", active)
-        geoms = [child for child in body if child.tag == "geom"]
-        name = body.get("name")
-        if geoms and name:
-            first = geoms[0]
-            values = {**classes.get(first.get("class", active), {}), **first.attrib}
-            found[name] = LimitReference.parse(values.get("solref"), name, "body", "solref")
-        for child, inherited in child_bodies(body, active):
-            visit(child, inherited)
-
-    for world in root.findall("worldbody"):
-        for body, active in child_bodies(world, world.get("childclass", "main")):
-            visit(body, active)
-    return found
+    return {
+        body.name: LimitReference.parse(body.geom_solref, body.name, "body", "solref")
+        for body in read_mjcf_joints(path)
+        if body.name
+    }
 
 
 def contact_constants(

@@ -52,6 +52,8 @@ class MjcfBody:
 
     name: str | None
     joints: list[MjcfJoint] = field(default_factory=list)
+    # the solref of its first geom (with classes); None: MuJoCo's default or no geom
+    geom_solref: str | None = None
 
 
 def _vector(text: str) -> tuple[float, float, float]:
@@ -94,6 +96,7 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
         except ElementTree.ParseError as error:
             raise ValueError(f"model_file '{path}' is not valid XML: {error}") from error
     classes = default_classes(root)
+    geom_classes = default_classes(root, "geom")
     compiler = root.find("compiler")
     degrees = compiler is None or compiler.get("angle", "degree") != "radian"
     bodies: list[MjcfBody] = []
@@ -129,6 +132,10 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
         for child in body:
             if child.tag in ("joint", "freejoint"):
                 entry.joints.append(joint(child, active))
+        geom = body.find("geom")
+        if geom is not None:
+            values = {**geom_classes.get(geom.get("class", active), {}), **geom.attrib}
+            entry.geom_solref = values.get("solref")
         for child, inherited in child_bodies(body, active):
             visit(child, inherited)
 
