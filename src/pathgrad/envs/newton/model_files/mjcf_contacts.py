@@ -45,7 +45,6 @@ from pathgrad.envs.newton.model_files.mjcf_limits import LimitReference
 
 __all__ = ["apply_contact_softness", "body_contact_references", "contact_constants"]
 
-SOFTNESS_MODES = ("mujoco", "newton")
 
 
 def body_contact_references(path: str | Path) -> dict[str, LimitReference]:

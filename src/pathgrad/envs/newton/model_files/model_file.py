@@ -28,7 +28,7 @@ from pathgrad.envs.newton.engine.bridge import NewtonSimulation
 from pathgrad.envs.newton.engine.model_checks import check_model_file
 from pathgrad.envs.newton.engine.stability import mass_matrix_at_rest, stable_substeps
 from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
-from pathgrad.envs.newton.model_files.mjcf_contacts import SOFTNESS_MODES, apply_contact_softness
+from pathgrad.envs.newton.model_files.mjcf_contacts import apply_contact_softness
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
 from pathgrad.envs.newton.model_files.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
@@ -46,6 +46,7 @@ from pathgrad.envs.newton.model_files.mujoco_meaning import MujocoCoordinates, a
 __all__ = ["RobotFileMixin", "load_model_file"]
 
 _MJCF, _URDF = (".xml", ".mjcf"), (".urdf",)
+_MODES = ("mujoco", "newton")  # the values of joint_limits and contact_softness
 
 
 def load_model_file(
@@ -339,20 +340,33 @@ class RobotFileMixin:
         added = np.where(free, 0.0, float(self.simulation.substep_dt) * damping)
         model.joint_armature.assign((self._file_armature + added).astype(np.float32))  # type: ignore[attr-defined]
 
+    def _file_mode(self, option: str, mode: str | None) -> str:
+        """The ``"mujoco"`` or ``"newton"`` meaning of ``option`` (``joint_limits``,
+        ``contact_softness``): ``mode``, or the class's where ``None``; a class's
+        ``"mujoco"`` is ``"newton"`` where the file is not read with MuJoCo's meaning (a
+        world built in code, a URDF).
+
+        Raises:
+            ValueError: For another value, or ``"mujoco"`` given without such a file.
+        """
+        chosen = getattr(type(self), option) if mode is None else mode
+        if chosen not in _MODES:
+            raise ValueError(f"{option} must be 'mujoco' or 'newton', got {chosen!r}.")
+        if chosen == "mujoco" and not self._file_options_apply():
+            if mode is not None:
+                raise ValueError(
+                    f"{option}='mujoco' needs an MJCF model_file read with MuJoCo's meaning "
+                    f"(model_file: {self.model_file!r}); give 'newton' to keep the model's "
+                    "constants."
+                )
+            chosen = "newton"
+        return chosen
+
     def _apply_joint_limits(self, mode: str | None) -> None:
         """``joint_limits``: ``"mujoco"`` gives each limited hinge and slide of an MJCF file
         MuJoCo's softness (its ``solreflimit`` on its effective mass, :mod:`.mjcf_limits`);
         ``"newton"`` keeps the model's ``limit_ke``/``limit_kd``. ``None``: the class's."""
-        chosen = type(self).joint_limits if mode is None else mode  # type: ignore[attr-defined]
-        if chosen not in ("mujoco", "newton"):
-            raise ValueError(f"joint_limits must be 'mujoco' or 'newton', got {chosen!r}.")
-        if chosen == "mujoco" and not self._file_options_apply():
-            if mode is not None:
-                raise ValueError(
-                    "joint_limits='mujoco' needs an MJCF model_file read with MuJoCo's meaning "
-                    f"(model_file: {self.model_file!r}); give 'newton' to keep the model's."
-                )
-            chosen = "newton"  # a world built in code, or a URDF: Newton's constants
+        chosen = self._file_mode("joint_limits", mode)
         self.joint_limits = chosen
         if chosen == "newton":
             return
@@ -390,17 +404,7 @@ class RobotFileMixin:
         """``contact_softness``: ``"mujoco"`` gives an MJCF file's contacts its geoms'
         ``solref`` on each body's effective mass (:mod:`.mjcf_contacts`); ``"newton"`` keeps
         the model's ``ke``/``kd``. ``None``: the class's. Nothing to do without contacts."""
-        chosen = type(self).contact_softness if mode is None else mode  # type: ignore[attr-defined]
-        if chosen not in SOFTNESS_MODES:
-            raise ValueError(f"contact_softness must be 'mujoco' or 'newton', got {chosen!r}.")
-        if chosen == "mujoco" and not self._file_options_apply():
-            if mode is not None:
-                raise ValueError(
-                    "contact_softness='mujoco' needs an MJCF model_file read with MuJoCo's "
-                    f"meaning (model_file: {self.model_file!r}); give 'newton' to keep the "
-                    "model's contact constants."
-                )
-            chosen = "newton"
+        chosen = self._file_mode("contact_softness", mode)
         if len(keep) == 2:  # contact_ke and contact_kd given: the user's constants
             chosen = "newton"
         if chosen == "mujoco" and self.simulation.uses_contacts:
