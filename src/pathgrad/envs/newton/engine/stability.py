@@ -19,6 +19,7 @@ from pathgrad.envs.newton.engine.scene_checks import ground_penetration
 
 __all__ = [
     "body_pair_masses",
+    "contact_masses",
     "effective_masses_along_up",
     "instability_hint",
     "mass_matrix_at_rest",
@@ -394,6 +395,22 @@ def effective_masses_along_up(env: Any) -> np.ndarray | None:
     ground's normal) at the model's pose, ``1 / (J_up M^-1 J_up^T)`` (kg); for a body that
     cannot move that way (a planar arm), the least over the directions it moves in; ``inf``
     for one that cannot move. None where the mass matrix cannot be computed."""
+    masses = contact_masses(env)
+    return None if masses is None else masses[0]
+
+
+def body_pair_masses(env: Any) -> list[tuple[int, int, float]]:
+    """World 0's pairs of bodies whose shapes can collide, each with the least effective
+    mass of their relative motion at the model's pose (their reduced mass, over
+    directions; ``[]`` where the mass matrix cannot be computed or none can collide)."""
+    masses = contact_masses(env)
+    return [] if masses is None else masses[1]
+
+
+def contact_masses(env: Any) -> tuple[np.ndarray, list[tuple[int, int, float]]] | None:
+    """:func:`effective_masses_along_up` and :func:`body_pair_masses` together, from one
+    computation of the Jacobians and the inverse mass matrix at the model's pose (one
+    forward kinematics per DOF); None where the mass matrix cannot be computed."""
     if not int(env.dofs):
         return None
     jacobians = _velocity_jacobians(env)
@@ -401,34 +418,24 @@ def effective_masses_along_up(env: Any) -> np.ndarray | None:
     if matrix is None:
         return None
     inverse = np.linalg.inv(matrix)
-    linear = jacobians[0][:-1]  # [bodies, 3, dofs]
-    up = linear[:, int(env.simulation.model.up_axis)]
+    linear = jacobians[0]  # [bodies + 1, 3, dofs], the static world's row 0
+    up = linear[:-1, int(env.simulation.model.up_axis)]
     reach = np.einsum("bi,ij,bj->b", up, inverse, up)
     flat = reach <= 1e-12
     reach[flat] = [_largest_mobility(linear[body], inverse) for body in np.flatnonzero(flat)]
-    return np.where(reach > 1e-12, 1.0 / np.maximum(reach, 1e-300), np.inf)
-
-
-def body_pair_masses(env: Any) -> list[tuple[int, int, float]]:
-    """World 0's pairs of bodies whose shapes can collide, each with the least effective
-    mass of their relative motion at the model's pose (their reduced mass, over
-    directions; ``[]`` where the mass matrix cannot be computed or none can collide)."""
-    if not int(env.dofs) or not env.simulation.uses_contacts:
-        return []
-    jacobians = _velocity_jacobians(env)
-    matrix = _mass_matrix_at_rest(env, jacobians)
-    if matrix is None:
-        return []
-    inverse, shape_body = np.linalg.inv(matrix), env.simulation.model.shape_body.numpy()
+    along_up = np.where(reach > 1e-12, 1.0 / np.maximum(reach, 1e-300), np.inf)
+    if not env.simulation.uses_contacts:
+        return along_up, []
+    shape_body = env.simulation.model.shape_body.numpy()
     found: dict[tuple[int, int], float] = {}
     for a, b in _contact_pairs(env):
         bodies = sorted(int(shape_body[shape]) if shape >= 0 else -1 for shape in (a, b))
         if bodies[0] < 0 or bodies[0] == bodies[1]:
             continue
-        mobility = _largest_mobility(jacobians[0][bodies[0]] - jacobians[0][bodies[1]], inverse)
+        mobility = _largest_mobility(linear[bodies[0]] - linear[bodies[1]], inverse)
         if mobility > 1e-12:
             found[(bodies[0], bodies[1])] = 1.0 / mobility
-    return [(a, b, mass) for (a, b), mass in found.items()]
+    return along_up, [(a, b, mass) for (a, b), mass in found.items()]
 
 
 def _mass_matrix_at_rest(env: Any, jacobians: tuple) -> np.ndarray | None:

@@ -12,7 +12,7 @@ contact of a body with the ground pushes as a spring and damper on that mass ``m
 timesteps). ``m`` is read once, at the file's pose: the body's effective mass along the up
 axis at its centre, or, for a body that cannot move along it (a planar arm, an object sliding
 on a table), the least over the directions it moves in
-(:func:`~pathgrad.envs.newton.engine.stability.effective_masses_along_up`). A body's geoms
+(:func:`~pathgrad.envs.newton.engine.stability.contact_masses`). A body's geoms
 share its first geom's ``solref`` (``<default>`` classes and ``childclass`` applied; a
 ``<pair>``'s own ``solref`` and ``solmix`` are not read).
 
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from pathgrad.envs.newton.engine.stability import body_pair_masses, effective_masses_along_up
+from pathgrad.envs.newton.engine.stability import contact_masses
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.model_files.mjcf_limits import LimitReference
 
@@ -86,8 +86,8 @@ def apply_contact_softness(
     softness: ``ke``, ``kd`` from :func:`contact_constants`, 0 on static shapes. ``keep``
     names the constants the user set (``"ke"``, ``"kd"``), which stay. Returns whether the
     constants were applied (False, with a warning, where the masses cannot be computed)."""
-    masses = effective_masses_along_up(env)
-    if masses is None:
+    computed = contact_masses(env)
+    if computed is None:
         warnings.warn(
             f"{type(env).__name__}: contact_softness='mujoco': the bodies' effective masses "
             "could not be computed at the file's pose, so contacts keep the model's "
@@ -96,8 +96,9 @@ def apply_contact_softness(
             stacklevel=5,
         )
         return False
+    masses, pairs = computed
     own = masses.copy()
-    for a, b, reduced in body_pair_masses(env):  # two bodies meeting get the sum of theirs:
+    for a, b, reduced in pairs:  # two bodies meeting get the sum of theirs:
         heavier = a if own[a] >= own[b] else b  # the heavier takes half their relative
         masses[heavier] = min(masses[heavier], 0.5 * reduced)  # motion's (MuJoCo's) mass
     solrefs = body_contact_references(env.model_file)
