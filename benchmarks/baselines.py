@@ -89,13 +89,19 @@ EVAL_ENVS, EVAL_EPISODES, EVAL_SEED = 16, 16, 12345
 
 
 def _evaluate(policy, env_name: str, seed: int, transform=None, env_cfg=None) -> float:
+    return _evaluate_metrics(policy, env_name, seed, transform, env_cfg)["eval/avg_reward"]
+
+
+def _evaluate_metrics(policy, env_name: str, seed: int, transform=None, env_cfg=None) -> dict:
+    """Every evaluation metric (``eval/avg_reward``, and the env's own: a success rate, a
+    distance), as ``pathgrad train`` evaluates: separate envs, a fixed seed."""
     import pathgrad
     from pathgrad.evaluation import PATHGRAD_EVALUATION, evaluate_episodes
 
     env = pathgrad.build_learning_env(
         env_name, num_envs=EVAL_ENVS, device="cpu", seed=seed + 1, **(env_cfg or {})
     )
-    metrics = evaluate_episodes(
+    return evaluate_episodes(
         policy,
         env,
         EVAL_EPISODES,
@@ -104,7 +110,6 @@ def _evaluate(policy, env_name: str, seed: int, transform=None, env_cfg=None) ->
         observation_transform=transform,
         **PATHGRAD_EVALUATION,
     )
-    return metrics["eval/avg_reward"]
 
 
 def run_pathgrad(task: str, config_name: str, seed: int, overrides: list[str]) -> list[list[float]]:

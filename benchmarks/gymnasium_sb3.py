@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines import _evaluate  # noqa: E402
+from baselines import _evaluate_metrics  # noqa: E402
 
 PPO_SETTINGS = {
     "GymnasiumHopper": dict(
@@ -134,13 +134,20 @@ def main() -> None:
             if self.num_timesteps >= self.next_eval:
                 began = time.time()
                 seconds = began - start - self.paused  # training time, evaluations left out
-                value = _evaluate(NormalizedPolicy(model, normalizer), args.task, args.seed,
-                                  env_cfg=env_cfg)  # fmt: skip
+                metrics = _evaluate_metrics(NormalizedPolicy(model, normalizer), args.task,
+                                            args.seed, env_cfg=env_cfg)  # fmt: skip
+                value = float(metrics["eval/avg_reward"])
                 self.paused += time.time() - began
                 record["curve"].append([self.num_timesteps, seconds, value])
+                others = {key.removeprefix("eval/"): float(number)
+                          for key, number in metrics.items()
+                          if key not in ("eval/avg_reward", "eval/avg_length")
+                          and isinstance(number, (int, float))}  # fmt: skip
+                record.setdefault("metrics", []).append([self.num_timesteps, others])
                 record["wall_time"] = time.time() - start
                 path.write_text(json.dumps(record))
-                print(f"{self.num_timesteps:>9} steps {seconds:7.0f} s  eval {value:8.1f}",
+                shown = " ".join(f"{key} {number:.3g}" for key, number in others.items())
+                print(f"{self.num_timesteps:>9} steps {seconds:7.0f} s  eval {value:8.1f} {shown}",
                       flush=True)  # fmt: skip
                 self.next_eval += args.eval_every
             out_of_time = args.hours is not None and time.time() - start > args.hours * 3600
