@@ -492,3 +492,39 @@ def test_a_scene_that_includes_the_robot_is_one_model(tmp_path):
     (tmp_path / "b.xml").write_text('<mujoco><include file="a.xml"/></mujoco>')
     with pytest.raises(ValueError, match="includes a file that includes it"):
         load(tmp_path / "a.xml")
+
+
+BOX_OBJ = "\n".join(
+    [f"v {x} {y} {z}" for x in (-0.05, 0.05) for y in (-0.1, 0.1) for z in (-0.15, 0.15)]
+    + [f"f {a} {b} {c}" for a, b, c in ((1, 3, 4), (1, 4, 2), (5, 6, 8), (5, 8, 7), (1, 2, 6),
+                                        (1, 6, 5), (3, 7, 8), (3, 8, 4), (1, 5, 7), (1, 7, 3),
+                                        (2, 4, 8), (2, 8, 6))]
+)  # fmt: skip
+
+
+def test_meshes_are_found_where_mujoco_finds_them(tmp_path):
+    # Gymnasium-Robotics' kitchen: the main file includes the robot's assets.xml, whose own
+    # <compiler meshdir> is wrong from the main file's folder, and sets the right meshdir in a
+    # <compiler> after the include. MuJoCo's meshdir is one value for the model (the last
+    # set), read from the main file's folder; Newton's importer reads each included file's
+    # own, and did not find the mesh.
+    (tmp_path / "robot" / "meshes").mkdir(parents=True)
+    (tmp_path / "robot" / "meshes" / "box.obj").write_text(BOX_OBJ)
+    (tmp_path / "robot" / "assets.xml").write_text(
+        '<mujoco><compiler meshdir="robot/meshes"/>'
+        '<asset><mesh name="box" file="box.obj"/></asset></mujoco>'
+    )
+    (tmp_path / "scene").mkdir()
+    scene = tmp_path / "scene" / "scene.xml"
+    scene.write_text(
+        '<mujoco><include file="../robot/assets.xml"/><compiler meshdir="../robot/meshes"/>'
+        '<worldbody><body name="box"><joint name="lift" type="slide" axis="0 0 1"/>'
+        '<geom type="mesh" mesh="box"/></body></worldbody></mujoco>'
+    )
+    env, model = load(scene)
+    assert model.body_mass[1] == pytest.approx(6.0, rel=1e-3)  # 0.1 x 0.2 x 0.3 m of water
+    masses = env.simulation.model.body_mass.numpy()
+    assert masses[0] == pytest.approx(model.body_mass[1], rel=1e-3)
+    (tmp_path / "robot" / "meshes" / "box.obj").unlink()
+    with pytest.raises(ValueError, match=r"mesh file 'box.obj' does not exist \(looked for"):
+        load(scene)

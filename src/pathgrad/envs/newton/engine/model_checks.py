@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_file import asset_files, parse_mjcf
 
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
            "check_finite_model", "check_masses", "fixed_urdf_root", "flat_inertias", "limit_units",
@@ -61,25 +61,22 @@ def _check_mesh_files(path: Path, root: ElementTree.Element, *, urdf: bool) -> N
     """Every collision mesh file a model names by a plain path exists (Newton would skip
     the shape with a warning, leaving its body without collision geometry).
 
-    URDF ``<collision>``'s ``<mesh filename>`` is relative to the file; MJCF ``<mesh file>`` to the
-    file's folder joined with ``<compiler meshdir>`` (or ``assetdir``).
+    URDF ``<collision>``'s ``<mesh filename>`` is relative to the file; MJCF ``<mesh file>``
+    where MuJoCo reads it (:func:`~pathgrad.envs.newton.model_files.mjcf_file.asset_files`).
     ``package://`` and other URIs are left to the importer.
     """
     if urdf:
         folder = path.parent  # collision meshes: a missing visual one only draws nothing
-        files = [m.get("filename") for c in root.iter("collision") for m in c.iter("mesh")]
+        names = [m.get("filename") for c in root.iter("collision") for m in c.iter("mesh")]
+        files = [(name, folder / name) for name in names if name and "://" not in name]
     else:
-        compiler = next(root.iter("compiler"), None)
-        meshdir = None if compiler is None else compiler.get("meshdir", compiler.get("assetdir"))
-        folder = path.parent / (meshdir or "")
-        files = [m.get("file") for m in root.iter("mesh")]
-    for name in files:
-        if not name or "://" in name:
-            continue
-        if not (folder / name).is_file():
+        files = [(element.get("file"), location) for element, location in asset_files(root, path)
+                 if element.tag == "mesh"]  # fmt: skip
+    for name, location in files:
+        if not location.is_file():
             raise ValueError(
                 f"model_file '{path}': mesh file '{name}' does not exist (looked for "
-                f"'{folder / name}'); without it the shape is left out and its body has no "
+                f"'{location}'); without it the shape is left out and its body has no "
                 "collision geometry."
             )
 

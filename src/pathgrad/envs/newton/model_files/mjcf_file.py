@@ -6,6 +6,11 @@ robot maker's ``scene.xml`` that includes ``robot.xml`` is one model. Every read
 a file's joints, options, actuators and tendons here parses it through
 :func:`parse_mjcf`, so what it reads is what Newton's importer (which expands
 includes too) built.
+
+Asset files (meshes, height fields, textures) are found as MuJoCo finds them: relative to
+the main file's folder joined with the model's ``<compiler meshdir>`` (``texturedir``;
+``assetdir`` sets both), one value for the whole model, the last ``<compiler>`` that sets it
+winning, whichever file it came from (:func:`asset_files`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from xml.etree import ElementTree
 
-__all__ = ["parse_mjcf"]
+__all__ = ["asset_files", "parse_mjcf", "resolve_asset_files"]
+
+_ASSET_DIRS = {"mesh": "meshdir", "hfield": "meshdir", "texture": "texturedir"}
 
 
 def parse_mjcf(path: str | Path) -> ElementTree.Element:
@@ -52,3 +59,39 @@ def _expand(element: ElementTree.Element, folder: Path, chain: tuple[Path, ...])
         _expand(included, folder, (*chain, target.resolve()))
         kept.extend(included)
     element[:] = kept
+
+
+def asset_files(
+    root: ElementTree.Element, path: str | Path
+) -> list[tuple[ElementTree.Element, Path]]:
+    """Each ``<mesh>``, ``<hfield>`` and ``<texture>`` of ``root`` (``path``'s tree, includes
+    expanded) that names a file, with the path MuJoCo reads it from. URIs are left out."""
+    folder, directories, strip = Path(path).parent, {"meshdir": "", "texturedir": ""}, False
+    for compiler in root.iter("compiler"):  # MuJoCo: later elements override earlier ones
+        if "assetdir" in compiler.attrib:
+            directories = dict.fromkeys(directories, compiler.get("assetdir", ""))
+        for key in directories:
+            directories[key] = compiler.get(key, directories[key])
+        strip = compiler.get("strippath", str(strip)).strip().lower() in ("true", "1")
+    found = []
+    for element in root.iter():
+        name = element.get("file") if element.tag in _ASSET_DIRS else None
+        if not name or "://" in name:
+            continue
+        name = Path(name.replace("\\", "/")).name if strip else name
+        found.append((element, folder / directories[_ASSET_DIRS[element.tag]] / name))
+    return found
+
+
+def resolve_asset_files(root: ElementTree.Element, path: str | Path) -> bool:
+    """Write every asset file of ``root`` as the absolute path MuJoCo reads it from, and drop
+    the compilers' asset folders, so that an importer reading the tree finds what MuJoCo
+    finds (Newton's resolves each included file's assets from that file's own ``<compiler>``).
+    Returns whether the tree names any asset file."""
+    found = asset_files(root, path)
+    for element, location in found:
+        element.set("file", str(location.resolve()))
+    for compiler in root.iter("compiler"):
+        for key in ("assetdir", "meshdir", "texturedir", "strippath"):
+            compiler.attrib.pop(key, None)
+    return bool(found)

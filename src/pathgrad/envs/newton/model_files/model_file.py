@@ -29,7 +29,7 @@ from pathgrad.envs.newton.engine.model_checks import check_model_file
 from pathgrad.envs.newton.engine.stability import mass_matrix_at_rest, stable_substeps
 from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
 from pathgrad.envs.newton.model_files.mjcf_contacts import apply_contact_softness
-from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf, resolve_asset_files
 from pathgrad.envs.newton.model_files.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.model_files.mjcf_limits import LimitReference, limit_constants
@@ -76,7 +76,8 @@ def load_model_file(
     source, joints_of = str(path), path
     if suffix in _MJCF and mujoco_meaning:
         root = _parsed(path)
-        if root is not None and split_joint_frames(root):  # joints one Newton joint can't hold
+        split = root is not None and split_joint_frames(root)  # joints one Newton joint can't hold
+        if root is not None and (resolve_asset_files(root, path) or split):  # assets: MuJoCo's
             source, joints_of = ElementTree.tostring(root, encoding="unicode"), root
             options.setdefault("path_resolver", _beside(path))
     try:
