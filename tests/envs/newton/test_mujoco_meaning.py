@@ -93,7 +93,27 @@ FRAMES = """<mujoco>
   </worldbody>
   <actuator><position joint="j1" kp="10" ctrlrange="-1 1"/><motor joint="j2" gear="2"/></actuator>
 </mujoco>"""
-WRITTEN = {"ball_and_refs": BALL_AND_REFS, "frames": FRAMES}
+# Two top-level <default>s (Gymnasium-Robotics' Adroit hand: one in the task's file, one,
+# named "main", in an included file): MuJoCo reads both as its one top class. Newton's
+# importer read only the unnamed one, and the hand's fingers lost their armature and damping.
+TWO_DEFAULTS = """<mujoco>
+  <default class="main"><joint damping="0.3" armature="0.02" stiffness="1"/></default>
+  <default><joint damping="0.1"/><default class="tip"><joint armature="0.005"/></default>
+  </default>
+  <worldbody>
+    <body name="base" pos="0 0 1"><joint name="a" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="mid" pos="0.3 0 0"><joint name="b" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/>
+        <body name="tip" pos="0.2 0 0"><joint name="c" class="tip" type="hinge" axis="0 0 1"/>
+          <geom type="sphere" size="0.02" pos="0.05 0 0"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+WRITTEN = {"ball_and_refs": BALL_AND_REFS, "frames": FRAMES, "two_defaults": TWO_DEFAULTS}
 
 
 @pytest.fixture(params=[*GYMNASIUM_FILES, *WRITTEN], ids=lambda p: getattr(p, "name", p))

@@ -1,4 +1,4 @@
-"""An MJCF file as MuJoCo reads it: ``<include>``s expanded.
+"""An MJCF file as MuJoCo reads it: ``<include>``s expanded, one top-level ``<default>``.
 
 MuJoCo replaces each ``<include file="..."/>`` by the children of the included file's
 ``<mujoco>`` element (its path relative to the main file's folder), so a
@@ -38,7 +38,32 @@ def parse_mjcf(path: str | Path) -> ElementTree.Element:
         _expand(root, path.parent, (path.resolve(),))
     except ValueError as error:
         raise ValueError(f"model_file '{path}': {error}") from None
+    _merge_top_defaults(root)
     return root
+
+
+def _merge_top_defaults(root: ElementTree.Element) -> None:
+    """One top-level ``<default>``, as MuJoCo reads several: each (unnamed or
+    ``class="main"``, often one per included file) sets the attributes of the one top class,
+    ``main``, later ones overriding earlier ones tag by tag, and their classes are main's.
+    (MuJoCo copies a class's parent when it reads the class, so a later top-level default
+    does not reach a class read before it; here it does where the class leaves the
+    attribute unset: no file seen does that.)"""
+    tops = root.findall("default")
+    if len(tops) < 2 and all(top.get("class") is None for top in tops):
+        return
+    merged = ElementTree.Element("default")
+    for top in tops:
+        for child in top:
+            own = merged.find(child.tag) if child.tag != "default" else None
+            if own is None:
+                merged.append(child)
+            else:
+                own.attrib.update(child.attrib)
+    where = list(root).index(tops[0])
+    for top in tops:
+        root.remove(top)
+    root.insert(where, merged)
 
 
 def _expand(element: ElementTree.Element, folder: Path, chain: tuple[Path, ...]) -> None:

@@ -40,6 +40,9 @@ class MjcfJoint:
     limit_shift: float = 0.0
     rest_shift: float = 0.0
     solreflimit: str | None = None  # the attribute's text (with classes); None: MuJoCo's default
+    damping: float = 0.0  # with classes, as the two below
+    frictionloss: float = 0.0
+    body: str | None = None  # the name of the body it moves
 
     @property
     def rotational(self) -> bool:
@@ -101,7 +104,7 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
     degrees = compiler is None or compiler.get("angle", "degree") != "radian"
     bodies: list[MjcfBody] = []
 
-    def joint(element: ElementTree.Element, active: str) -> MjcfJoint:
+    def joint(element: ElementTree.Element, active: str, body: str | None) -> MjcfJoint:
         if element.tag == "freejoint":
             values = {**_JOINT_DEFAULTS, "type": "free", **element.attrib}
         else:
@@ -123,6 +126,9 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
             limit_shift=own if "range" in element.attrib else 0.0,
             rest_shift=own if {"ref", "springref"} & set(element.attrib) else 0.0,
             solreflimit=values.get("solreflimit"),
+            damping=float(values.get("damping", 0.0)),
+            frictionloss=float(values.get("frictionloss", 0.0)),
+            body=body,
         )
 
     def visit(body: ElementTree.Element, active: str) -> None:
@@ -131,7 +137,7 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
         bodies.append(entry)
         for child in body:
             if child.tag in ("joint", "freejoint"):
-                entry.joints.append(joint(child, active))
+                entry.joints.append(joint(child, active, entry.name))
         geom = body.find("geom")
         if geom is not None:
             values = {**geom_classes.get(geom.get("class", active), {}), **geom.attrib}

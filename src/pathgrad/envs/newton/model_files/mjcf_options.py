@@ -3,8 +3,8 @@
 :func:`read_mjcf_options` gives the physics a NewtonEnv applies from the file
 (gravity, timestep, ``settotalmass``) and names, one line each, what
 Featherstone cannot express and what pathgrad does instead (spatial tendons and
-fixed tendons' limits, equality constraints, joint friction loss, fluid forces,
-MuJoCo's integrator and solver settings, ``solref``/``solimp``).
+fixed tendons' limits, equality constraints, joint friction loss, free joints' damping,
+fluid forces, MuJoCo's integrator and solver settings, ``solref``/``solimp``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 
 from pathgrad.envs.newton.model_files.mjcf_actuators import MjcfMotor, read_mjcf_motors
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_joints import MjcfJoint, read_mjcf_joints
 from pathgrad.envs.newton.model_files.mjcf_tendons import read_fixed_tendons
 
 __all__ = ["MjcfMotor", "MjcfOptions", "read_mjcf_motors", "read_mjcf_options", "scale_total_mass"]
@@ -101,11 +102,13 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
             f"the limits and friction loss of fixed tendons ({names}): left out (their "
             "springs, dampers and actuators apply)"
         )
-    friction = sorted({j.get("name", "?") for j in root.iter("joint")
-                       if float(j.get("frictionloss", 0)) > 0})  # fmt: skip
+    joints = [joint for body in read_mjcf_joints(root) for joint in body.joints]
+    friction = [_joint_name(j) for j in joints if j.frictionloss > 0]
     if friction:
-        found.not_applied.append(f"joint friction loss ({', '.join(friction[:4])}"
-                                 f"{', ...' if len(friction) > 4 else ''}): left out")  # fmt: skip
+        found.not_applied.append(f"joint friction loss ({_listed(friction)}): left out")
+    free = [_joint_name(j) for j in joints if j.type == "free" and j.damping > 0]
+    if free:
+        found.not_applied.append(f"the damping of free joints ({_listed(free)}): left out")
     if any("solref" in e.attrib or "solimp" in e.attrib for e in root.iter()):
         found.not_applied.append(
             "solref/solimp of contacts: contacts use penalty stiffness and damping instead "
@@ -113,6 +116,14 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
             "solref on each body's effective mass)"
         )
     return found
+
+
+def _joint_name(joint: MjcfJoint) -> str:
+    return joint.name or f"the unnamed joint of body '{joint.body or '?'}'"
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f", ... ({len(names)} in all)" if len(names) > 4 else "")
 
 
 def scale_total_mass(builder: Any, first_body: int, total: float) -> None:

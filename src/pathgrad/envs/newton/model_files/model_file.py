@@ -76,8 +76,9 @@ def load_model_file(
     source, joints_of = str(path), path
     if suffix in _MJCF and mujoco_meaning:
         root = _parsed(path)
-        split = root is not None and split_joint_frames(root)  # joints one Newton joint can't hold
-        if root is not None and (resolve_asset_files(root, path) or split):  # assets: MuJoCo's
+        if root is not None:  # Newton builds the tree pathgrad reads: includes expanded,
+            split_joint_frames(root)  # one top default, assets where MuJoCo finds them,
+            resolve_asset_files(root, path)  # joints one Newton joint cannot hold split
             source, joints_of = ElementTree.tostring(root, encoding="unicode"), root
             options.setdefault("path_resolver", _beside(path))
     try:

@@ -1,0 +1,39 @@
+"""What an MJCF file asks that Featherstone does not do is named, joint by joint, with the
+``<default>`` classes applied (read_mjcf_options; no Newton model is built)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("newton")
+
+from pathgrad.envs.newton.model_files.mjcf_options import read_mjcf_options  # noqa: E402
+
+HAND = """<mujoco>
+  <default><joint frictionloss="0.001" damping="0.05"/>
+    <default class="free"><joint frictionloss="0" damping="0"/></default>
+  </default>
+  <worldbody>
+    <body name="palm"><joint name="wrist" type="hinge"/><geom size="0.05"/>
+      <body name="finger" pos="0.1 0 0"><joint type="hinge"/><geom size="0.02"/></body>
+    </body>
+    <body name="cube" pos="0.3 0 0"><joint name="cube:joint" type="free" damping="0.01"/>
+      <geom type="box" size="0.02 0.02 0.02"/></body>
+    <body name="target" pos="0.6 0 0"><joint class="free" name="target:joint" type="free"/>
+      <geom type="box" size="0.02 0.02 0.02"/></body>
+  </worldbody>
+  <equality><weld body1="target"/></equality>
+</mujoco>"""
+
+
+def test_friction_loss_and_free_joints_damping_are_named_with_their_classes(tmp_path):
+    # The friction loss comes from the top class (the fingers' joint has no name), the free
+    # joints' from their own attribute or class: MuJoCo damps the cube (0.01), not the target.
+    path = tmp_path / "hand.xml"
+    path.write_text(HAND)
+    notes = read_mjcf_options(path).not_applied
+    assert notes == [
+        "1 equality constraints: left out",
+        "joint friction loss (wrist, the unnamed joint of body 'finger', cube:joint): left out",
+        "the damping of free joints (cube:joint): left out",
+    ]
