@@ -4,6 +4,7 @@ at construction instead of building a wrong robot or stepping to NaN."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 
@@ -178,6 +179,21 @@ def test_hinge_limits_in_the_other_angle_unit_are_warned_about(tmp_path, compile
                        f'name="elbow" type="hinge" range="{span}" limited="true"')  # fmt: skip
     with pytest.warns(UserWarning, match=re.escape(expected)):
         arm(write(tmp_path, text.replace("<worldbody>", f"{compiler}<worldbody>")))
+
+
+def test_limits_of_one_turn_as_robot_files_round_them_are_not_warned_about(tmp_path):
+    # UR5e, Jaco and xArm files (robosuite's) limit continuous joints at +-6.28319 rad, 5e-6
+    # above 2 pi: one turn, not degrees.
+    turn = 'name="elbow" type="hinge" range="-6.28319 6.28319" limited="true"'
+    text = ARM.replace('name="elbow" type="hinge"', turn)
+    radian = text.replace("<worldbody>", '<compiler angle="radian"/><worldbody>')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = arm(write(tmp_path, radian))
+    assert env.simulation.model.joint_limit_upper.numpy().max() > 2 * 3.14159265  # it was read
+    assert not [w for w in caught if "beyond a turn" in str(w.message)]
+    with pytest.warns(UserWarning, match="beyond a turn"):  # a little more is still warned
+        arm(write(tmp_path, radian.replace("6.28319", "6.4")))
 
 
 def test_a_missing_collision_mesh_file_is_named_with_where_it_was_looked_for(tmp_path):

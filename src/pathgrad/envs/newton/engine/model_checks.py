@@ -272,7 +272,7 @@ def limit_units(world: Any, path: str | Path | None) -> str | None:
         if not (abs(lower) < 1e5 and abs(upper) < 1e5):
             continue  # unlimited
         name = _short(world.joint_label[joint])
-        if max(abs(lower), abs(upper)) > 2 * math.pi + 1e-6:
+        if max(abs(lower), abs(upper)) > 2 * math.pi + 0.01:  # a turn, as files round it: not
             return (
                 f"joint '{name}' has limits {lower:g} to {upper:g} rad ({math.degrees(lower):.0f} "
                 f"to {math.degrees(upper):.0f} degrees), beyond a turn: written in degrees? URDF "
