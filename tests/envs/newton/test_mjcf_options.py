@@ -34,6 +34,9 @@ def test_friction_loss_and_free_joints_damping_are_named_with_their_classes(tmp_
     notes = read_mjcf_options(path).not_applied
     assert notes == [
         "1 equality constraints: left out",
-        "joint friction loss (wrist, the unnamed joint of body 'finger', cube:joint): left out",
+        "joint friction loss (wrist, the unnamed joint of body 'finger'): a damper that "
+        "saturates at it (MuJoCo's constraint also holds a joint still against a load below "
+        "it; this one lets it creep)",
+        "the friction loss of ball and free joints (cube:joint): left out",
         "the damping of free joints (cube:joint): left out",
     ]

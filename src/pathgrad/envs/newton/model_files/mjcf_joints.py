@@ -40,8 +40,10 @@ class MjcfJoint:
     limit_shift: float = 0.0
     rest_shift: float = 0.0
     solreflimit: str | None = None  # the attribute's text (with classes); None: MuJoCo's default
-    damping: float = 0.0  # with classes, as the two below
+    damping: float = 0.0  # with classes, as the ones below
     frictionloss: float = 0.0
+    solreffriction: str | None = None  # the attributes' text; None: MuJoCo's default
+    solimpfriction: str | None = None
     body: str | None = None  # the name of the body it moves
 
     @property
@@ -128,6 +130,8 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
             solreflimit=values.get("solreflimit"),
             damping=float(values.get("damping", 0.0)),
             frictionloss=float(values.get("frictionloss", 0.0)),
+            solreffriction=values.get("solreffriction"),
+            solimpfriction=values.get("solimpfriction"),
             body=body,
         )
 

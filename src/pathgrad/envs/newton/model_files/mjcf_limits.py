@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MUJOCO_SOLREF", "LimitReference", "limit_constants"]
+__all__ = ["MUJOCO_SOLREF", "LimitReference", "effective_masses", "limit_constants"]
 
 MUJOCO_SOLREF = (0.02, 1.0)  # MuJoCo's default solref: time constant (s), damping ratio
 _MUJOCO_TIMESTEP = 0.002  # MuJoCo's default <option timestep>
@@ -89,8 +89,7 @@ def limit_constants(
             included; the effective mass of a DOF is ``1 / (M^-1)_ii``.
         timestep: The file's ``<option timestep>`` (``refsafe``'s floor on the time constant).
     """
-    inverse = np.linalg.inv(0.5 * (mass_matrix + mass_matrix.T))
-    masses = 1.0 / np.maximum(np.diag(inverse), 1e-300)
+    masses = effective_masses(mass_matrix)
     stiffness = np.full(len(references), np.nan)
     damping = np.full(len(references), np.nan)
     for dof, reference in enumerate(references):
@@ -98,3 +97,10 @@ def limit_constants(
             per_stiffness, per_damping = reference.per_unit_mass(timestep, refsafe)
             stiffness[dof], damping[dof] = per_stiffness * masses[dof], per_damping * masses[dof]
     return stiffness, damping, masses
+
+
+def effective_masses(mass_matrix: np.ndarray) -> np.ndarray:
+    """Each DOF's effective mass ``1 / (M^-1)_ii`` (MuJoCo's ``1 / dof_invweight0`` at the
+    file's pose)."""
+    inverse = np.linalg.inv(0.5 * (mass_matrix + mass_matrix.T))
+    return 1.0 / np.maximum(np.diag(inverse), 1e-300)

@@ -103,9 +103,18 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
             "springs, dampers and actuators apply)"
         )
     joints = [joint for body in read_mjcf_joints(root) for joint in body.joints]
-    friction = [_joint_name(j) for j in joints if j.frictionloss > 0]
-    if friction:
-        found.not_applied.append(f"joint friction loss ({_listed(friction)}): left out")
+    rubbing = [j for j in joints if j.frictionloss > 0]
+    applied = [_joint_name(j) for j in rubbing if j.type in ("hinge", "slide")]
+    if applied:
+        found.not_applied.append(
+            f"joint friction loss ({_listed(applied)}): a damper that saturates at it "
+            "(MuJoCo's constraint also holds a joint still against a load below it; this "
+            "one lets it creep)"
+        )
+    left = [_joint_name(j) for j in rubbing if j.type not in ("hinge", "slide")]
+    if left:
+        found.not_applied.append(f"the friction loss of ball and free joints ({_listed(left)}): "
+                                 "left out")  # fmt: skip
     free = [_joint_name(j) for j in joints if j.type == "free" and j.damping > 0]
     if free:
         found.not_applied.append(f"the damping of free joints ({_listed(free)}): left out")

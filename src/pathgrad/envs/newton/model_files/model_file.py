@@ -30,9 +30,14 @@ from pathgrad.envs.newton.engine.stability import mass_matrix_at_rest, stable_su
 from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
 from pathgrad.envs.newton.model_files.mjcf_contacts import apply_contact_softness
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf, resolve_asset_files
+from pathgrad.envs.newton.model_files.mjcf_friction import FrictionLoss, friction_damping
 from pathgrad.envs.newton.model_files.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
-from pathgrad.envs.newton.model_files.mjcf_limits import LimitReference, limit_constants
+from pathgrad.envs.newton.model_files.mjcf_limits import (
+    LimitReference,
+    effective_masses,
+    limit_constants,
+)
 from pathgrad.envs.newton.model_files.mjcf_options import (
     MjcfMotor,
     MjcfOptions,
@@ -260,7 +265,7 @@ class RobotFileMixin:
         force or the env's extra force depends on the state (MuJoCo computes it every
         timestep), else 1."""
         state_dependent = self.extra_forces_each_file_timestep or (  # type: ignore[attr-defined]
-            self.tendon_forces is not None  # type: ignore[attr-defined]
+            self.tendon_forces is not None or bool(self._rubbing_joints())  # type: ignore[attr-defined]
         )
         if not timestep or not (state_dependent or any(m.state_dependent for m in motors)):
             return 1
@@ -285,6 +290,36 @@ class RobotFileMixin:
         places = {joint.name: joint for joint in self._mujoco_map().joints}
         return TendonForces(tendons, places, self.coordinates, self.dofs, rest_q, device)  # type: ignore[attr-defined]
 
+    def _rubbing_joints(self) -> list[Any]:
+        """The file's hinges and slides with friction loss (MuJoCo's meaning only)."""
+        if not self._file_options_apply() or self.mujoco_coordinates is None:  # type: ignore[attr-defined]
+            return []
+        return [joint for joint in self.mujoco_coordinates.joints  # type: ignore[attr-defined]
+                if joint.friction is not None and joint.type in ("hinge", "slide")]  # fmt: skip
+
+    def _apply_friction_loss(self) -> None:
+        """The file's joints' friction loss as a damper saturating at it (:mod:`.mjcf_friction`:
+        its damping from ``solreffriction`` on the joint's effective mass at the file's pose)."""
+        joints = self._rubbing_joints()
+        matrix = mass_matrix_at_rest(self) if joints else None
+        if matrix is None:
+            if joints:
+                warnings.warn(
+                    f"{type(self).__name__}: the joints' effective masses could not be computed "
+                    "at the file's pose, so their friction loss is left out.",
+                    UserWarning,
+                    stacklevel=4,
+                )
+            return
+        masses, options = effective_masses(matrix), self._file_options()
+        damping = [friction_damping(j.friction.solreffriction, j.friction.solimpfriction,
+                                    masses[j.qd], options.timestep, options.refsafe, j.name)
+                   for j in joints]  # fmt: skip
+        self.friction_loss = FrictionLoss(  # type: ignore[attr-defined]
+            int(self.dofs), [j.qd for j in joints],  # type: ignore[attr-defined]
+            [j.friction.frictionloss for j in joints], damping, self.device,  # type: ignore[attr-defined]
+        )  # fmt: skip
+
     def _file_options_apply(self) -> bool:
         path = self.model_file
         return path is not None and self.mujoco_meaning and Path(path).suffix.lower() != ".urdf"
@@ -308,6 +343,7 @@ class RobotFileMixin:
         """How the file's limits, contacts and joint damping act (``NewtonEnv``'s options of
         the names; ``keep_contacts``: the contact constants the user gave)."""
         self._apply_joint_limits(joint_limits)
+        self._apply_friction_loss()
         self._apply_contact_softness(contact_softness, keep_contacts)
         chosen = type(self).implicit_damping if implicit_damping is None else implicit_damping  # type: ignore[attr-defined]
         featherstone = not self.simulation.maximal  # the armature is Featherstone's
