@@ -108,15 +108,12 @@ def asset_files(
     return found
 
 
-def resolve_asset_files(root: ElementTree.Element, path: str | Path) -> bool:
+def resolve_asset_files(root: ElementTree.Element, path: str | Path) -> None:
     """Write every asset file of ``root`` as the absolute path MuJoCo reads it from, and drop
     the compilers' asset folders, so that an importer reading the tree finds what MuJoCo
-    finds (Newton's resolves each included file's assets from that file's own ``<compiler>``).
-    Returns whether the tree names any asset file."""
-    found = asset_files(root, path)
-    for element, location in found:
+    finds (Newton's resolves each included file's assets from that file's own ``<compiler>``)."""
+    for element, location in asset_files(root, path):
         element.set("file", str(location.resolve()))
     for compiler in root.iter("compiler"):
         for key in ("assetdir", "meshdir", "texturedir", "strippath"):
             compiler.attrib.pop(key, None)
-    return bool(found)
