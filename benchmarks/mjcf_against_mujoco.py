@@ -8,7 +8,11 @@ MuJoCo's meaning) and report
 - ``qacc``: one short step's joint accelerations against MuJoCo's ``qacc``
   (``mj_forward``, contacts off on both, inside the joint ranges, a random control
   within each actuator's range): the largest difference relative to the largest
-  ``|qacc|`` (at least 1);
+  ``|qacc|`` (at least 1); and the same against a MuJoCo model without what the notes
+  name as left out (equality constraints, tendon limits, fluid forces, free joints'
+  damping, ball and free joints' friction loss, actuators of sites and bodies), so what
+  remains is what is not named (or what a penalty does differently: a hinge's friction
+  loss where the control accelerates it faster than it slips);
 - the actions against the file's actuators, and each note the env gives at
   construction (what it does not apply, and what it did instead).
 
@@ -24,6 +28,7 @@ Markdown table; ``--notes`` adds the notes under it.
 from __future__ import annotations
 
 import argparse
+import copy
 import warnings
 from pathlib import Path
 
@@ -82,6 +87,30 @@ def _same_bodies(env, model) -> list[tuple[int, int]]:
     return [(body, index[name]) for body, name in names if name in index]
 
 
+def _without_what_is_named(model, mujoco):
+    """The MuJoCo model without what the env's notes name as left out: equality constraints,
+    tendon limits (joint limits too: the state is inside the ranges), fluid forces, free
+    joints' damping, ball and free joints' friction loss, actuators of sites and bodies (a
+    copy)."""
+    bare = copy.deepcopy(model)
+    bare.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_EQUALITY
+    bare.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
+    bare.opt.density = bare.opt.viscosity = 0.0
+    driven = (mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_TENDON)
+    for actuator in range(bare.nu):  # an actuator of a site or a body: not applied (named)
+        if bare.actuator_trntype[actuator] not in driven:
+            bare.actuator_gainprm[actuator] = 0.0
+            bare.actuator_biasprm[actuator] = 0.0
+    for joint in range(bare.njnt):
+        kind = bare.jnt_type[joint]
+        if kind in (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_BALL):
+            start, count = bare.jnt_dofadr[joint], (6 if kind == mujoco.mjtJoint.mjJNT_FREE else 3)
+            bare.dof_frictionloss[start : start + count] = 0.0
+            if kind == mujoco.mjtJoint.mjJNT_FREE:
+                bare.dof_damping[start : start + count] = 0.0
+    return bare
+
+
 def _acceleration_error(probe, path: Path, model, mujoco) -> tuple[float, int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -119,21 +148,22 @@ def survey(path: Path) -> tuple[list[str], list[str]]:
     try:
         model = mujoco.MjModel.from_xml_path(str(path))
     except Exception as error:  # noqa: BLE001 - a file MuJoCo rejects is reported, not raised
-        return [path.name, "MuJoCo rejects it", str(error).splitlines()[0][:120], "", ""], []
+        return [path.name, "MuJoCo rejects it", str(error).splitlines()[0][:120], "", "", ""], []
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             env = probe(1, model_file=str(path), capture=False)
     except Exception as error:  # noqa: BLE001 - the load error is the result
-        return [path.name, "does not load", str(error).splitlines()[0][:160], "", ""], []
+        return [path.name, "does not load", str(error).splitlines()[0][:160], "", "", ""], []
     notes = [str(w.message).replace("\n", " ") for w in caught]
     bodies = f"{_body_error(env, model, mujoco):.1e}"
     try:
         relative, actions = _acceleration_error(probe, path, model, mujoco)
-        qacc = f"{relative:.1e}"
+        bare, _ = _acceleration_error(probe, path, _without_what_is_named(model, mujoco), mujoco)
+        qacc, named = f"{relative:.1e}", f"{bare:.1e}"
     except Exception as error:  # noqa: BLE001
-        qacc, actions = f"failed: {str(error)[:80]}", env.action_dim
-    return [path.name, "loads", bodies, qacc, f"{actions} / {model.nu}"], notes
+        qacc, named, actions = f"failed: {str(error)[:80]}", "", env.action_dim
+    return [path.name, "loads", bodies, qacc, named, f"{actions} / {model.nu}"], notes
 
 
 def main() -> None:
@@ -145,8 +175,9 @@ def main() -> None:
     files = args.files or sorted(
         (Path(__import__("gymnasium").__file__).parent / "envs/mujoco/assets").glob("*.xml")
     )
-    print("| file | Newton | bodies vs xpos (m) | qacc vs MuJoCo (rel.) | actions / actuators |")
-    print("|---|---|---:|---:|---:|")
+    print("| file | Newton | bodies vs xpos (m) | qacc vs MuJoCo (rel.) | qacc vs MuJoCo without "
+          "what is named | actions / actuators |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|")
     all_notes = []
     for path in files:
         row, notes = survey(path)

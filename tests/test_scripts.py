@@ -448,10 +448,11 @@ def test_mjcf_against_mujoco_reports_what_differs_and_what_does_not_load(tmp_pat
             if line.startswith("| ") and not line.startswith("| file")}  # fmt: skip
     reacher, offset = rows["reacher.xml"], rows["offset_hinges.xml"]
     tendon, coupled = rows["tendon_motor.xml"], rows["coupled.xml"]
-    assert float(reacher[2]) < 1e-4 and float(reacher[3]) < 0.01 and reacher[4] == "2 / 2 |"
+    assert float(reacher[2]) < 1e-4 and float(reacher[3]) < 0.01 and reacher[5] == "2 / 2 |"
     assert float(offset[2]) < 1e-4 and float(offset[3]) < 0.01  # hinges about their own points
-    assert float(tendon[3]) < 0.01 and tendon[4] == "1 / 1 |"  # the tendon's motor applied
-    assert float(coupled[2]) < 1e-4 and float(coupled[3]) > 0.1 and coupled[4] == "2 / 1 |"
+    assert float(tendon[3]) < 0.01 and tendon[5] == "1 / 1 |"  # the tendon's motor applied
+    assert float(coupled[2]) < 1e-4 and float(coupled[3]) > 0.1 and coupled[5] == "2 / 1 |"
+    assert float(coupled[4]) < 0.01  # its equality constraint (named) is all that differs
     assert "coupled.xml: " in output and "1 equality constraints: left out" in output
     assert "no actuator of the file drives a joint, so the actions drive every joint" in output
     assert rows["broken.xml"][1] == "MuJoCo rejects it"
