@@ -96,17 +96,18 @@ def _without_what_is_named(model, mujoco):
     bare.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_EQUALITY
     bare.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
     bare.opt.density = bare.opt.viscosity = 0.0
-    driven = (mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_TENDON)
+    driven = (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_TENDON))
     for actuator in range(bare.nu):  # an actuator of a site or a body: not applied (named)
-        if bare.actuator_trntype[actuator] not in driven:
+        if int(bare.actuator_trntype[actuator]) not in driven:
             bare.actuator_gainprm[actuator] = 0.0
             bare.actuator_biasprm[actuator] = 0.0
+    free, ball = int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_BALL)
     for joint in range(bare.njnt):
-        kind = bare.jnt_type[joint]
-        if kind in (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_BALL):
-            start, count = bare.jnt_dofadr[joint], (6 if kind == mujoco.mjtJoint.mjJNT_FREE else 3)
+        kind = int(bare.jnt_type[joint])
+        if kind in (free, ball):
+            start, count = int(bare.jnt_dofadr[joint]), (6 if kind == free else 3)
             bare.dof_frictionloss[start : start + count] = 0.0
-            if kind == mujoco.mjtJoint.mjJNT_FREE:
+            if kind == free:
                 bare.dof_damping[start : start + count] = 0.0
     return bare
 
