@@ -9,8 +9,8 @@ MuJoCo's meaning) and report
   (``mj_forward``, contacts off on both, inside the joint ranges, a random control
   within each actuator's range): the largest difference relative to the largest
   ``|qacc|`` (at least 1); and the same against a MuJoCo model without what the notes
-  name as left out (equality constraints, tendon limits, fluid forces, free joints'
-  damping, ball and free joints' friction loss, actuators of sites and bodies), so what
+  name as left out (equality constraints, tendon limits, fluid forces, ball and free
+  joints' friction loss, actuators of sites and bodies), so what
   remains is what is not named (or what a penalty does differently: a hinge's friction
   loss where the control accelerates it faster than it slips);
 - the actions against the file's actuators, and each note the env gives at
@@ -89,9 +89,8 @@ def _same_bodies(env, model) -> list[tuple[int, int]]:
 
 def _without_what_is_named(model, mujoco):
     """The MuJoCo model without what the env's notes name as left out: equality constraints,
-    tendon limits (joint limits too: the state is inside the ranges), fluid forces, free
-    joints' damping, ball and free joints' friction loss, actuators of sites and bodies (a
-    copy)."""
+    tendon limits (joint limits too: the state is inside the ranges), fluid forces, ball and
+    free joints' friction loss, actuators of sites and bodies (a copy)."""
     bare = copy.deepcopy(model)
     bare.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_EQUALITY
     bare.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
@@ -107,8 +106,6 @@ def _without_what_is_named(model, mujoco):
         if kind in (free, ball):
             start, count = int(bare.jnt_dofadr[joint]), (6 if kind == free else 3)
             bare.dof_frictionloss[start : start + count] = 0.0
-            if kind == free:
-                bare.dof_damping[start : start + count] = 0.0
     return bare
 
 

@@ -26,9 +26,9 @@ HAND = """<mujoco>
 </mujoco>"""
 
 
-def test_friction_loss_and_free_joints_damping_are_named_with_their_classes(tmp_path):
-    # The friction loss comes from the top class (the fingers' joint has no name), the free
-    # joints' from their own attribute or class: MuJoCo damps the cube (0.01), not the target.
+def test_friction_loss_is_named_with_its_classes(tmp_path):
+    # The friction loss comes from the top class (the fingers' joint has no name; the cube's
+    # free joint too, whose friction loss is left out), not the target's class.
     path = tmp_path / "hand.xml"
     path.write_text(HAND)
     notes = read_mjcf_options(path).not_applied
@@ -38,5 +38,4 @@ def test_friction_loss_and_free_joints_damping_are_named_with_their_classes(tmp_
         "saturates at it (MuJoCo's constraint also holds a joint still against a load below "
         "it; this one lets it creep)",
         "the friction loss of ball and free joints (cube:joint): left out",
-        "the damping of free joints (cube:joint): left out",
     ]

@@ -251,6 +251,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         motors = self._file_motors(actuated_joints, action_scale)
         self.tendon_forces = self._tendon_forces(world.joint_rest_q, torch.device(device))
         self.friction_loss = None  # the joints', with the file's physics (their masses then)
+        self.free_damping = self._free_damping(torch.device(device))
         # A state-dependent actuator (position, velocity, bias) or tendon acts as MuJoCo's: its
         # force is computed again at every timestep of the file, each an actuator step.
         self.actuator_steps = self._actuator_steps(motors, dt, file_options.timestep)
@@ -366,8 +367,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
 
     def joint_forces(self, state: State, action: torch.Tensor) -> torch.Tensor:
         """Generalized forces of the step: the actions' (scaled on the actuated DOFs, or the
-        file's actuators as MuJoCo computes them), the file's fixed tendons' and joints'
-        friction loss, and the extras
+        file's actuators as MuJoCo computes them), the file's fixed tendons', joints' friction
+        loss and free joints' damping, and the extras
         (actions clamped to the actuators' ``ctrlrange`` first, where the file gives one)."""
         if self.control_range is not None:
             action = torch.clamp(action, *self.control_range)
@@ -381,6 +382,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             forces = forces + self.tendon_forces.joint_forces(state["joint_q"], state["joint_qd"])
         if self.friction_loss is not None:  # the file's joints' friction loss
             forces = forces + self.friction_loss.joint_forces(state["joint_qd"])
+        if self.free_damping is not None:  # the file's free joints' damping
+            forces = forces + self.free_damping.joint_forces(state["joint_q"], state["joint_qd"])
         extra = self.extra_joint_forces(state)
         if extra is None:
             return forces

@@ -3,8 +3,8 @@
 :func:`read_mjcf_options` gives the physics a NewtonEnv applies from the file
 (gravity, timestep, ``settotalmass``) and names, one line each, what
 Featherstone cannot express and what pathgrad does instead (spatial tendons and
-fixed tendons' limits, equality constraints, joint friction loss, free joints' damping,
-fluid forces, MuJoCo's integrator and solver settings, ``solref``/``solimp``).
+fixed tendons' limits, equality constraints, joint friction loss, fluid forces,
+MuJoCo's integrator and solver settings, ``solref``/``solimp``).
 """
 
 from __future__ import annotations
@@ -115,9 +115,6 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
     if left:
         found.not_applied.append(f"the friction loss of ball and free joints ({_listed(left)}): "
                                  "left out")  # fmt: skip
-    free = [_joint_name(j) for j in joints if j.type == "free" and j.damping > 0]
-    if free:
-        found.not_applied.append(f"the damping of free joints ({_listed(free)}): left out")
     if any("solref" in e.attrib or "solimp" in e.attrib for e in root.iter()):
         found.not_applied.append(
             "solref/solimp of contacts: contacts use penalty stiffness and damping instead "

@@ -30,6 +30,7 @@ from pathgrad.envs.newton.engine.stability import mass_matrix_at_rest, stable_su
 from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
 from pathgrad.envs.newton.model_files.mjcf_contacts import apply_contact_softness
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf, resolve_asset_files
+from pathgrad.envs.newton.model_files.mjcf_free_damping import FreeJointDamping
 from pathgrad.envs.newton.model_files.mjcf_friction import FrictionLoss, friction_damping
 from pathgrad.envs.newton.model_files.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
@@ -265,7 +266,9 @@ class RobotFileMixin:
         force or the env's extra force depends on the state (MuJoCo computes it every
         timestep), else 1."""
         state_dependent = self.extra_forces_each_file_timestep or (  # type: ignore[attr-defined]
-            self.tendon_forces is not None or bool(self._rubbing_joints())  # type: ignore[attr-defined]
+            self.tendon_forces is not None  # type: ignore[attr-defined]
+            or self.free_damping is not None  # type: ignore[attr-defined]
+            or bool(self._rubbing_joints())
         )
         if not timestep or not (state_dependent or any(m.state_dependent for m in motors)):
             return 1
@@ -290,12 +293,22 @@ class RobotFileMixin:
         places = {joint.name: joint for joint in self._mujoco_map().joints}
         return TendonForces(tendons, places, self.coordinates, self.dofs, rest_q, device)  # type: ignore[attr-defined]
 
+    def _free_damping(self, device: Any) -> FreeJointDamping | None:
+        """The file's free joints' damping (:mod:`.mjcf_free_damping`; None where none is)."""
+        if not self._file_options_apply() or self.mujoco_coordinates is None:  # type: ignore[attr-defined]
+            return None
+        damped = [(j.q, j.qd, j.source.damping, j.com)
+                  for j in self.mujoco_coordinates.joints  # type: ignore[attr-defined]
+                  if j.type == "free" and j.source and j.source.damping > 0.0]  # fmt: skip
+        return FreeJointDamping(int(self.dofs), damped, device) if damped else None  # type: ignore[attr-defined]
+
     def _rubbing_joints(self) -> list[Any]:
         """The file's hinges and slides with friction loss (MuJoCo's meaning only)."""
         if not self._file_options_apply() or self.mujoco_coordinates is None:  # type: ignore[attr-defined]
             return []
         return [joint for joint in self.mujoco_coordinates.joints  # type: ignore[attr-defined]
-                if joint.friction is not None and joint.type in ("hinge", "slide")]  # fmt: skip
+                if joint.source is not None and joint.source.frictionloss > 0.0
+                and joint.type in ("hinge", "slide")]  # fmt: skip
 
     def _apply_friction_loss(self) -> None:
         """The file's joints' friction loss as a damper saturating at it (:mod:`.mjcf_friction`:
@@ -312,12 +325,12 @@ class RobotFileMixin:
                 )
             return
         masses, options = effective_masses(matrix), self._file_options()
-        damping = [friction_damping(j.friction.solreffriction, j.friction.solimpfriction,
+        damping = [friction_damping(j.source.solreffriction, j.source.solimpfriction,
                                     masses[j.qd], options.timestep, options.refsafe, j.name)
                    for j in joints]  # fmt: skip
         self.friction_loss = FrictionLoss(  # type: ignore[attr-defined]
             int(self.dofs), [j.qd for j in joints],  # type: ignore[attr-defined]
-            [j.friction.frictionloss for j in joints], damping, self.device,  # type: ignore[attr-defined]
+            [j.source.frictionloss for j in joints], damping, self.device,  # type: ignore[attr-defined]
         )  # fmt: skip
 
     def _file_options_apply(self) -> bool:
@@ -376,6 +389,12 @@ class RobotFileMixin:
             if int(kind) == int(newton.JointType.FREE):
                 free[int(starts[joint]) : int(starts[joint + 1])] = True
         added = np.where(free, 0.0, float(self.simulation.substep_dt) * damping)
+        held = self.free_damping  # type: ignore[attr-defined]
+        for column, value in zip(held.columns if held else [], held.damping if held else [],
+                                 strict=True):  # its force is held over an actuator step
+            worlds = np.arange(int(self.num_envs)) * int(self.dofs)  # type: ignore[attr-defined]
+            for dof in range(column, column + 6):
+                added[worlds + dof] = float(self.simulation_options["dt"]) * value
         model.joint_armature.assign((self._file_armature + added).astype(np.float32))  # type: ignore[attr-defined]
 
     def _file_mode(self, option: str, mode: str | None) -> str:

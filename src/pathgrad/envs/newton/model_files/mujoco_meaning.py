@@ -42,7 +42,7 @@ class _Joint:
     qd: int  # Newton's joint_qd index of its first DOF
     com: tuple[float, float, float]  # the child body's centre of mass (free joints)
     solreflimit: str | None = None  # the file's text (mjcf_limits reads it)
-    friction: MjcfJoint | None = None  # the file's joint where it has friction loss
+    source: MjcfJoint | None = None  # the file's joint (its friction loss, damping)
 
 
 class MujocoCoordinates:
@@ -196,7 +196,7 @@ def apply_mujoco_meaning(
             com = tuple(float(c) for c in builder.body_com[int(builder.joint_child[j])])
             placed[j].append(
                 _Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com, mj_joint.solreflimit,
-                       mj_joint if mj_joint.frictionloss > 0.0 else None)
+                       mj_joint)
             )
             qpos += {"free": 7, "ball": 4}.get(mj_joint.type, 1)
             qvel += {"free": 6, "ball": 3}.get(mj_joint.type, 1)
