@@ -377,3 +377,28 @@ def isolate_env_registry(monkeypatch) -> None:
     for owner, name in ((env_registry, "_REGISTRY"), (env_registry, "_DISPLAY_NAMES"),
                         (pathgrad.env, "_MODULE_REGISTRATIONS")):  # fmt: skip
         monkeypatch.setattr(owner, name, dict(getattr(owner, name)))
+
+
+def file_probe(path: Path, num_envs: int = 1, **options: Any) -> Any:
+    """A NewtonEnv with no task (zero reward) on the model file ``path``, without capture,
+    the file's construction notes silenced: for tests that hold a file against MuJoCo."""
+    import warnings
+
+    from pathgrad.envs.newton import NewtonEnv
+
+    class Probe(NewtonEnv):
+        def _reward(self, state, action, next_state):
+            return torch.zeros(self.num_envs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Probe(num_envs, model_file=str(path), capture=False, **options)
+
+
+def place_mujoco_state(env: Any, qpos: Any, qvel: Any) -> None:
+    """Reset ``env`` (one row) and put it at MuJoCo's ``qpos``, ``qvel``."""
+    env.reset(seed=0)
+    joint_q, joint_qd = env.joint_state_from_mujoco(
+        torch.as_tensor(qpos)[None].float(), torch.as_tensor(qvel)[None].float()
+    )
+    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import torch
@@ -11,7 +9,7 @@ import torch
 pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
-from pathgrad.envs.newton import NewtonEnv  # noqa: E402
+from helpers import file_probe, place_mujoco_state  # noqa: E402
 
 # A pen as the Shadow hand's files hold it: a thin capsule on a damped free joint, its centre
 # of mass off the body's origin (the geom is offset), no gravity, no contact.
@@ -26,25 +24,10 @@ PEN = """<mujoco>
 </mujoco>"""
 
 
-class Probe(NewtonEnv):
-    def _reward(self, state, action, next_state):
-        return torch.zeros(self.num_envs)
-
-
 def build(tmp_path, damping, **options):
     path = tmp_path / "pen.xml"
     path.write_text(PEN.format(damping=damping))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        env = Probe(1, model_file=str(path), capture=False, **options)
-    return env, mujoco.MjModel.from_xml_path(str(path))
-
-
-def place(env, qpos, qvel):
-    env.reset(seed=0)
-    joint_q, joint_qd = env.joint_state_from_mujoco(torch.tensor(qpos)[None].float(),
-                                                    torch.tensor(qvel)[None].float())  # fmt: skip
-    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+    return file_probe(path, **options), mujoco.MjModel.from_xml_path(str(path))
 
 
 def test_one_step_of_a_damped_free_body_accelerates_as_mujocos(tmp_path):
@@ -55,7 +38,7 @@ def test_one_step_of_a_damped_free_body_accelerates_as_mujocos(tmp_path):
     qvel = np.array([0.3, -0.2, 0.5, 2.0, -1.0, 3.0])
     data.qpos[:], data.qvel[:] = model.qpos0, qvel
     mujoco.mj_forward(model, data)
-    place(env, model.qpos0, qvel)
+    place_mujoco_state(env, model.qpos0, qvel)
     env.step(torch.zeros(1, env.action_dim))
     _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
     qacc = (after[0].double().numpy() - qvel) / 1e-5
@@ -75,7 +58,7 @@ def test_a_light_damped_free_body_steps_implicitly_as_mujocos_euler(tmp_path):
     assert 0.01 * 0.002 / smallest > 2.0, smallest
     qvel = np.array([0.3, -0.2, 0.5, 2.0, -1.0, 3.0])
     data.qpos[:], data.qvel[:] = model.qpos0, qvel
-    place(env, model.qpos0, qvel)
+    place_mujoco_state(env, model.qpos0, qvel)
     for _ in range(100):
         mujoco.mj_step(model, data)
         env.step(torch.zeros(1, env.action_dim))

@@ -3,8 +3,6 @@ the damping as MuJoCo's soft constraint gives it, and its gradient in float64.""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import torch
@@ -12,7 +10,7 @@ import torch
 pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
-from pathgrad.envs.newton import NewtonEnv  # noqa: E402
+from helpers import file_probe, place_mujoco_state  # noqa: E402
 from pathgrad.envs.newton.model_files.mjcf_friction import (  # noqa: E402
     FrictionLoss,
     friction_damping,
@@ -37,17 +35,10 @@ ARM = """<mujoco>
 </mujoco>"""
 
 
-class Probe(NewtonEnv):
-    def _reward(self, state, action, next_state):
-        return torch.zeros(self.num_envs)
-
-
 def build(tmp_path, dt):
     path = tmp_path / "arm.xml"
     path.write_text(ARM)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        env = Probe(1, model_file=str(path), dt=dt, capture=False, implicit_damping=False)
+    env = file_probe(path, dt=dt, implicit_damping=False)
     return env, mujoco.MjModel.from_xml_path(str(path))
 
 
@@ -60,17 +51,14 @@ def test_a_slipping_joint_accelerates_as_mujocos_does(tmp_path):
     data.qpos[:], data.qvel[:] = qpos, qvel
     mujoco.mj_forward(model, data)
     np.testing.assert_allclose(data.qfrc_constraint, -model.dof_frictionloss * np.sign(qvel))
-    env.reset(seed=0)
-    joint_q, joint_qd = env.joint_state_from_mujoco(torch.tensor(qpos)[None].float(),
-                                                    torch.tensor(qvel)[None].float())  # fmt: skip
-    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+    place_mujoco_state(env, qpos, qvel)
     env.step(torch.zeros(1, env.action_dim))
     _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
     qacc = (after[0].double().numpy() - qvel) / 1e-4
     assert np.abs(qacc - data.qacc).max() <= 0.01 * np.abs(data.qacc).max(), (qacc, data.qacc)
     # without the friction loss the same step is off by what it contributes
     env.friction_loss = None
-    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+    place_mujoco_state(env, qpos, qvel)
     env.step(torch.zeros(1, env.action_dim))
     _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
     unrubbed = (after[0].double().numpy() - qvel) / 1e-4
@@ -124,10 +112,7 @@ def test_an_arm_falling_against_its_friction_follows_mujocos_rollout(tmp_path):
     apart = {}
     for rubbing in (True, False):
         env.friction_loss = env.friction_loss if rubbing else None
-        env.reset(seed=0)
-        joint_q, joint_qd = env.joint_state_from_mujoco(torch.tensor(qpos)[None].float(),
-                                                        torch.zeros(1, 3))  # fmt: skip
-        env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+        place_mujoco_state(env, qpos, np.zeros(3))
         mujoco.mj_resetData(model, data)
         data.qpos[:] = qpos
         for _ in range(250):
