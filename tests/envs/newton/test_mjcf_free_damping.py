@@ -66,3 +66,20 @@ def test_a_light_damped_free_body_steps_implicitly_as_mujocos_euler(tmp_path):
     assert torch.isfinite(qpos).all()
     assert np.abs(ours[0].double().numpy() - data.qvel).max() <= 0.02 * np.abs(qvel).max(), (
         ours, data.qvel)
+
+
+def test_the_damping_force_differentiates_as_central_differences_say():
+    # The torch force (a free joint's damping in Newton's coordinates) in float64: its
+    # gradient with respect to the pose and the velocities against central differences.
+    from pathgrad.envs.newton.model_files.mjcf_free_damping import FreeJointDamping
+
+    damping = FreeJointDamping(8, [(0, 2, 0.05, (0.02, -0.01, 0.03))], "cpu")
+    damping.centres = damping.centres.double()
+    draw = torch.Generator().manual_seed(0)
+    turn = torch.nn.functional.normalize(torch.randn(2, 4, generator=draw, dtype=torch.float64))
+    joint_q = torch.cat([torch.randn(2, 3, generator=draw, dtype=torch.float64), turn], -1)
+    joint_qd = torch.randn(2, 8, generator=draw, dtype=torch.float64)
+    inputs = (joint_q.requires_grad_(), joint_qd.requires_grad_())
+    assert torch.autograd.gradcheck(damping.joint_forces, inputs)
+    forces = damping.joint_forces(joint_q, joint_qd)
+    assert forces[:, :2].abs().max() == 0 and forces[:, 2:].abs().max() > 0  # its six DOFs only

@@ -18,9 +18,7 @@ import warp as wp
 from pathgrad.envs.newton.engine.scene_checks import ground_penetration
 
 __all__ = [
-    "body_pair_masses",
     "contact_masses",
-    "effective_masses_along_up",
     "instability_hint",
     "mass_matrix_at_rest",
     "stable_substeps",
@@ -390,27 +388,17 @@ def mass_matrix_at_rest(env: Any) -> np.ndarray | None:
     return _mass_matrix_at_rest(env, _velocity_jacobians(env)) if int(env.dofs) else None
 
 
-def effective_masses_along_up(env: Any) -> np.ndarray | None:
-    """Each body of world 0: the effective mass its centre meets along the up axis (the
-    ground's normal) at the model's pose, ``1 / (J_up M^-1 J_up^T)`` (kg); for a body that
-    cannot move that way (a planar arm), the least over the directions it moves in; ``inf``
-    for one that cannot move. None where the mass matrix cannot be computed."""
-    masses = contact_masses(env)
-    return None if masses is None else masses[0]
-
-
-def body_pair_masses(env: Any) -> list[tuple[int, int, float]]:
-    """World 0's pairs of bodies whose shapes can collide, each with the least effective
-    mass of their relative motion at the model's pose (their reduced mass, over
-    directions; ``[]`` where the mass matrix cannot be computed or none can collide)."""
-    masses = contact_masses(env)
-    return [] if masses is None else masses[1]
-
-
 def contact_masses(env: Any) -> tuple[np.ndarray, list[tuple[int, int, float]]] | None:
-    """:func:`effective_masses_along_up` and :func:`body_pair_masses` together, from one
-    computation of the Jacobians and the inverse mass matrix at the model's pose (one
-    forward kinematics per DOF); None where the mass matrix cannot be computed."""
+    """``(along_up, pairs)`` at the model's pose, from one computation of the Jacobians and
+    the inverse mass matrix (one forward kinematics per DOF); None where the mass matrix
+    cannot be computed.
+
+    ``along_up``: each body of world 0, the effective mass its centre meets along the up
+    axis (the ground's normal), ``1 / (J_up M^-1 J_up^T)`` (kg); for a body that cannot move
+    that way (a planar arm), the least over the directions it moves in; ``inf`` for one that
+    cannot move. ``pairs``: world 0's pairs of bodies whose shapes can collide, each with the
+    least effective mass of their relative motion (their reduced mass, over directions).
+    """
     if not int(env.dofs):
         return None
     jacobians = _velocity_jacobians(env)

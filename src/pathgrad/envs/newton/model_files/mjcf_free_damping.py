@@ -43,6 +43,7 @@ class FreeJointDamping:
         self.damping = [float(d) for _, _, d, _ in joints]
         self.centres = torch.tensor([list(c) for _, _, _, c in joints], dtype=torch.float32,
                                     device=device)  # fmt: skip
+        self._columns = [torch.arange(qd, qd + 6, device=device) for qd in self.columns]
 
     def joint_forces(self, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> torch.Tensor:
         forces = joint_qd.new_zeros(joint_qd.shape[0], self.dofs)
@@ -53,9 +54,7 @@ class FreeJointDamping:
             velocity, spin = joint_qd[:, qd : qd + 3], joint_qd[:, qd + 3 : qd + 6]
             force = -damping * (velocity - torch.cross(spin, lever, dim=-1))
             torque = torch.cross(force, lever, dim=-1) - damping * spin
-            forces = forces.index_add(
-                1, torch.arange(qd, qd + 6, device=joint_qd.device), torch.cat([force, torque], -1)
-            )
+            forces = forces.index_add(1, self._columns[k], torch.cat([force, torque], -1))
         return forces
 
 

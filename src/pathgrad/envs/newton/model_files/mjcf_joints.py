@@ -40,11 +40,10 @@ class MjcfJoint:
     limit_shift: float = 0.0
     rest_shift: float = 0.0
     solreflimit: str | None = None  # the attribute's text (with classes); None: MuJoCo's default
-    damping: float = 0.0  # with classes, as the ones below
+    damping: float = 0.0  # with classes, as the three below
     frictionloss: float = 0.0
     solreffriction: str | None = None  # the attributes' text; None: MuJoCo's default
     solimpfriction: str | None = None
-    body: str | None = None  # the name of the body it moves
 
     @property
     def rotational(self) -> bool:
@@ -106,7 +105,7 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
     degrees = compiler is None or compiler.get("angle", "degree") != "radian"
     bodies: list[MjcfBody] = []
 
-    def joint(element: ElementTree.Element, active: str, body: str | None) -> MjcfJoint:
+    def joint(element: ElementTree.Element, active: str) -> MjcfJoint:
         if element.tag == "freejoint":
             values = {**_JOINT_DEFAULTS, "type": "free", **element.attrib}
         else:
@@ -132,7 +131,6 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
             frictionloss=float(values.get("frictionloss", 0.0)),
             solreffriction=values.get("solreffriction"),
             solimpfriction=values.get("solimpfriction"),
-            body=body,
         )
 
     def visit(body: ElementTree.Element, active: str) -> None:
@@ -141,7 +139,7 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
         bodies.append(entry)
         for child in body:
             if child.tag in ("joint", "freejoint"):
-                entry.joints.append(joint(child, active, entry.name))
+                entry.joints.append(joint(child, active))
         geom = body.find("geom")
         if geom is not None:
             values = {**geom_classes.get(geom.get("class", active), {}), **geom.attrib}

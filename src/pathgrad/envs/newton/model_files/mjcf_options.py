@@ -18,7 +18,7 @@ import numpy as np
 
 from pathgrad.envs.newton.model_files.mjcf_actuators import MjcfMotor, read_mjcf_motors
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
-from pathgrad.envs.newton.model_files.mjcf_joints import MjcfJoint, read_mjcf_joints
+from pathgrad.envs.newton.model_files.mjcf_joints import MjcfBody, MjcfJoint, read_mjcf_joints
 from pathgrad.envs.newton.model_files.mjcf_tendons import read_fixed_tendons
 
 __all__ = ["MjcfMotor", "MjcfOptions", "read_mjcf_motors", "read_mjcf_options", "scale_total_mass"]
@@ -102,16 +102,16 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
             f"the limits and friction loss of fixed tendons ({names}): left out (their "
             "springs, dampers and actuators apply)"
         )
-    joints = [joint for body in read_mjcf_joints(root) for joint in body.joints]
-    rubbing = [j for j in joints if j.frictionloss > 0]
-    applied = [_joint_name(j) for j in rubbing if j.type in ("hinge", "slide")]
+    joints = [(body, joint) for body in read_mjcf_joints(root) for joint in body.joints]
+    rubbing = [(body, j) for body, j in joints if j.frictionloss > 0]
+    applied = [_joint_name(b, j) for b, j in rubbing if j.type in ("hinge", "slide")]
     if applied:
         found.not_applied.append(
             f"joint friction loss ({_listed(applied)}): a damper that saturates at it "
             "(MuJoCo's constraint also holds a joint still against a load below it; this "
             "one lets it creep)"
         )
-    left = [_joint_name(j) for j in rubbing if j.type not in ("hinge", "slide")]
+    left = [_joint_name(b, j) for b, j in rubbing if j.type not in ("hinge", "slide")]
     if left:
         found.not_applied.append(f"the friction loss of ball and free joints ({_listed(left)}): "
                                  "left out")  # fmt: skip
@@ -124,8 +124,8 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
     return found
 
 
-def _joint_name(joint: MjcfJoint) -> str:
-    return joint.name or f"the unnamed joint of body '{joint.body or '?'}'"
+def _joint_name(body: MjcfBody, joint: MjcfJoint) -> str:
+    return joint.name or f"the unnamed joint of body '{body.name or '?'}'"
 
 
 def _listed(names: list[str]) -> str:

@@ -299,16 +299,15 @@ class RobotFileMixin:
             return None
         damped = [(j.q, j.qd, j.source.damping, j.com)
                   for j in self.mujoco_coordinates.joints  # type: ignore[attr-defined]
-                  if j.type == "free" and j.source and j.source.damping > 0.0]  # fmt: skip
+                  if j.type == "free" and j.source.damping > 0.0]  # fmt: skip
         return FreeJointDamping(int(self.dofs), damped, device) if damped else None  # type: ignore[attr-defined]
 
     def _rubbing_joints(self) -> list[Any]:
         """The file's hinges and slides with friction loss (MuJoCo's meaning only)."""
         if not self._file_options_apply() or self.mujoco_coordinates is None:  # type: ignore[attr-defined]
             return []
-        return [joint for joint in self.mujoco_coordinates.joints  # type: ignore[attr-defined]
-                if joint.source is not None and joint.source.frictionloss > 0.0
-                and joint.type in ("hinge", "slide")]  # fmt: skip
+        return [j for j in self.mujoco_coordinates.joints  # type: ignore[attr-defined]
+                if j.source.frictionloss > 0.0 and j.type in ("hinge", "slide")]  # fmt: skip
 
     def _apply_friction_loss(self) -> None:
         """The file's joints' friction loss as a damper saturating at it (:mod:`.mjcf_friction`:
@@ -390,11 +389,10 @@ class RobotFileMixin:
                 free[int(starts[joint]) : int(starts[joint + 1])] = True
         added = np.where(free, 0.0, float(self.simulation.substep_dt) * damping)
         held = self.free_damping  # type: ignore[attr-defined]
-        for column, value in zip(held.columns if held else [], held.damping if held else [],
-                                 strict=True):  # its force is held over an actuator step
-            worlds = np.arange(int(self.num_envs)) * int(self.dofs)  # type: ignore[attr-defined]
-            for dof in range(column, column + 6):
-                added[worlds + dof] = float(self.simulation_options["dt"]) * value
+        if held is not None:  # a free joint's damping force is held over an actuator step
+            per_world = added.reshape(int(self.num_envs), int(self.dofs))  # type: ignore[attr-defined]
+            for column, value in zip(held.columns, held.damping, strict=True):
+                per_world[:, column : column + 6] = float(self.simulation_options["dt"]) * value
         model.joint_armature.assign((self._file_armature + added).astype(np.float32))  # type: ignore[attr-defined]
 
     def _file_mode(self, option: str, mode: str | None) -> str:
@@ -434,7 +432,7 @@ class RobotFileMixin:
         for joint in self._mujoco_map().joints:
             limited = abs(float(lower[joint.qd])) < 1e6 or abs(float(upper[joint.qd])) < 1e6
             if joint.type in ("hinge", "slide") and limited:
-                references[joint.qd] = LimitReference.parse(joint.solreflimit, joint.name)
+                references[joint.qd] = LimitReference.parse(joint.source.solreflimit, joint.name)
         matrix = mass_matrix_at_rest(self) if any(references) else None
         if matrix is None:
             if any(references):

@@ -41,8 +41,7 @@ class _Joint:
     q: int  # Newton's joint_q index of its first coordinate
     qd: int  # Newton's joint_qd index of its first DOF
     com: tuple[float, float, float]  # the child body's centre of mass (free joints)
-    solreflimit: str | None = None  # the file's text (mjcf_limits reads it)
-    source: MjcfJoint | None = None  # the file's joint (its friction loss, damping)
+    source: MjcfJoint  # the file's joint as read (its solreflimit, friction loss, damping)
 
 
 class MujocoCoordinates:
@@ -195,8 +194,7 @@ def apply_mujoco_meaning(
                 _limits_and_rest_in_qpos(builder, q, qd, mj_joint)
             com = tuple(float(c) for c in builder.body_com[int(builder.joint_child[j])])
             placed[j].append(
-                _Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com, mj_joint.solreflimit,
-                       mj_joint)
+                _Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com, mj_joint)
             )
             qpos += {"free": 7, "ball": 4}.get(mj_joint.type, 1)
             qvel += {"free": 6, "ball": 3}.get(mj_joint.type, 1)
