@@ -21,8 +21,10 @@ HAND = """<mujoco>
       <geom type="box" size="0.02 0.02 0.02"/></body>
     <body name="target" pos="0.6 0 0"><joint class="free" name="target:joint" type="free"/>
       <geom type="box" size="0.02 0.02 0.02"/></body>
+    <body name="hand_target" mocap="true"/>
   </worldbody>
-  <equality><weld body1="target"/></equality>
+  <equality><weld body1="target"/><weld name="grip" body1="hand_target" body2="palm"/>
+    <joint joint1="wrist" joint2="cube:joint"/></equality>
 </mujoco>"""
 
 
@@ -33,7 +35,9 @@ def test_friction_loss_is_named_with_its_classes(tmp_path):
     path.write_text(HAND)
     notes = read_mjcf_options(path).not_applied
     assert notes == [
-        "1 equality constraints: left out",
+        "equality constraints (weld ('target' to the world), weld 'grip' (mocap body "
+        "'hand_target' to 'palm'), joint ('wrist' to 'cube:joint')): left out, nothing holds "
+        "what they tie (a weld to a mocap body does not move its body)",
         "joint friction loss (wrist, the unnamed joint of body 'finger'): a damper that "
         "saturates at it (MuJoCo's constraint also holds a joint still against a load below "
         "it; this one lets it creep)",

@@ -89,13 +89,14 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
         found.total_mass = float(compiler.get("settotalmass"))
     fixed, spatial = read_fixed_tendons(path)
     bounded = [t.name for t in fixed if t.limited or t.frictionloss]
-    counts = {
-        "spatial tendons": len(spatial),
-        "equality constraints": len(root.findall("equality/*")),
-    }
-    for what, count in counts.items():
-        if count:
-            found.not_applied.append(f"{count} {what}: left out")
+    if spatial:
+        found.not_applied.append(f"{len(spatial)} spatial tendons: left out")
+    equalities = [_equality(element, root) for element in root.findall("equality/*")]
+    if equalities:
+        found.not_applied.append(
+            f"equality constraints ({_listed(equalities)}): left out, nothing holds what they "
+            "tie (a weld to a mocap body does not move its body)"
+        )
     if bounded:
         names = ", ".join(bounded[:4]) + (", ..." if len(bounded) > 4 else "")
         found.not_applied.append(
@@ -122,6 +123,17 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
             "solref on each body's effective mass)"
         )
     return found
+
+
+def _equality(element: Any, root: Any) -> str:
+    """One equality constraint as ``weld 'name' (a to b)``, its mocap bodies said."""
+    mocap = {b.get("name") for b in root.iter("body") if b.get("mocap") == "true"}
+    ends = [element.get(f"{what}{k}") for k in (1, 2) for what in ("body", "joint", "tendon",
+                                                                   "site", "flex")]  # fmt: skip
+    ends = [f"mocap body '{e}'" if e in mocap else f"'{e}'" for e in ends if e]
+    name = f" '{element.get('name')}'" if element.get("name") else ""
+    tied = " to ".join(ends) if len(ends) > 1 else (ends[0] + " to the world" if ends else "?")
+    return f"{element.tag}{name} ({tied})"
 
 
 def _joint_name(body: MjcfBody, joint: MjcfJoint) -> str:
