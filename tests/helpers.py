@@ -379,9 +379,10 @@ def isolate_env_registry(monkeypatch) -> None:
         monkeypatch.setattr(owner, name, dict(getattr(owner, name)))
 
 
-def file_probe(path: Path, num_envs: int = 1, **options: Any) -> Any:
+def file_probe(path: Path, num_envs: int = 1, quiet: bool = True, **options: Any) -> Any:
     """A NewtonEnv with no task (zero reward) on the model file ``path``, without capture,
-    the file's construction notes silenced: for tests that hold a file against MuJoCo."""
+    the file's construction notes silenced (``quiet``): for tests that hold a file against
+    MuJoCo."""
     import warnings
 
     from pathgrad.envs.newton import NewtonEnv
@@ -391,7 +392,8 @@ def file_probe(path: Path, num_envs: int = 1, **options: Any) -> Any:
             return torch.zeros(self.num_envs)
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        if quiet:
+            warnings.simplefilter("ignore")
         return Probe(num_envs, model_file=str(path), capture=False, **options)
 
 

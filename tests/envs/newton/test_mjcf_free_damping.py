@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -83,3 +85,46 @@ def test_the_damping_force_differentiates_as_central_differences_say():
     assert torch.autograd.gradcheck(damping.joint_forces, inputs)
     forces = damping.joint_forces(joint_q, joint_qd)
     assert forces[:, :2].abs().max() == 0 and forces[:, 2:].abs().max() > 0  # its six DOFs only
+
+
+def test_the_damping_matrix_is_the_forces_jacobian():
+    # D of explicit_damping_bound is -d(force)/d(joint_qd) of the torch force (a body's pose
+    # at rest: the rotation does not change the eigenvalues, both turn together).
+    from pathgrad.envs.newton.model_files.mjcf_free_damping import (
+        FreeJointDamping,
+        damping_matrix,
+    )
+
+    centre = (0.02, -0.01, 0.03)
+    damping = FreeJointDamping(6, [(0, 0, 0.05, centre)], "cpu")
+    damping.centres = damping.centres.double()
+    rest = torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    jacobian = torch.autograd.functional.jacobian(
+        lambda qd: damping.joint_forces(rest, qd)[0], torch.zeros(1, 6, dtype=torch.float64)
+    )[:, 0, :]
+    matrix = damping_matrix(0.05, centre)
+    assert np.allclose(-jacobian.numpy(), matrix, atol=1e-12)
+    assert np.allclose(matrix, matrix.T) and np.linalg.eigvalsh(matrix).min() >= -1e-12
+
+
+def test_explicit_damping_that_diverges_is_warned_with_its_bound(tmp_path):
+    # Explicit at the file's 2 ms, the pen's damping diverges (its spin grows step by step),
+    # and construction says so with the bound, which is tight: 10% above it the spin
+    # diverges too, 10% below nothing is said and it decays.
+    with pytest.warns(UserWarning, match=r"diverges on body 'pen' .*stable below ") as caught:
+        env, model = build(tmp_path, 0.01, dt=0.002, implicit_damping=False, quiet=False)
+    text = next(str(w.message) for w in caught if "diverges on" in str(w.message))
+    bound = float(text.split("stable below ")[1].split(" s")[0])
+    assert bound < 0.002 and "implicit_damping=True" in text
+    spin = np.array([0.0, 0.0, 0.0, 2.0, -1.0, 3.0])
+    for dt, grows in ((0.002, True), (1.1 * bound, True), (0.9 * bound, False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env, model = build(tmp_path, 0.01, dt=dt, implicit_damping=False, quiet=False)
+        assert any("diverges on" in str(w.message) for w in caught) == grows
+        place_mujoco_state(env, model.qpos0, spin)
+        for _ in range(300):
+            env.step(torch.zeros(1, env.action_dim))
+        _, qvel = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
+        speed = np.abs(qvel[0].double().numpy())
+        assert (not np.isfinite(speed).all() or speed.max() > 10 * 3.0) == grows, qvel

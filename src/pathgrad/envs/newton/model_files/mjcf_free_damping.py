@@ -11,7 +11,9 @@ damping is stiff (the Shadow hand's pen: 0.01 on 1.3e-6 kg m^2 about its axis, e
 below 0.27 ms), so where the file's damping is implicit (``implicit_damping``) the free
 joint's DOFs also get ``h d`` of armature, ``h`` the step over which the force is held:
 ``(M + h d) v' = M v + h f``, MuJoCo's implicit Euler, exact where the centre of mass is
-at the origin (elsewhere the coupling of ``r`` stays explicit).
+at the origin (elsewhere the coupling of ``r`` stays explicit). Where it is explicit the
+force is stable only while ``h`` times the fastest rate of ``M^-1 D`` stays below 2
+(:func:`explicit_damping_bound`); substeps do not help, the force being held over ``h``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["FreeJointDamping"]
+__all__ = [
+    "FreeJointDamping",
+    "damping_matrix",
+    "explicit_damping_bound",
+    "unstable_free_damping",
+]
 
 
 class FreeJointDamping:
@@ -63,3 +71,49 @@ def _rotate(xyzw: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
     xyz, w = xyzw[:, :3], xyzw[:, 3:]
     twice = 2.0 * torch.cross(xyz, vector, dim=-1)
     return vector + w * twice + torch.cross(xyz, twice, dim=-1)
+
+
+def damping_matrix(damping: float, centre: Sequence[float]) -> np.ndarray:
+    """``D`` of a free joint's damping force ``-D [v; w]`` in Newton's coordinates:
+    ``d [[1, C], [-C, 1 - C C]]`` (symmetric, ``C`` being skew), ``C`` the cross-product
+    matrix of ``centre`` (the centre of mass from the body's origin: ``C x = centre x x``)."""
+    cross = np.cross(np.asarray(centre, dtype=np.float64), np.eye(3)).T  # C x = centre x x
+    return damping * np.block([[np.eye(3), cross], [-cross, np.eye(3) - cross @ cross]])
+
+
+def explicit_damping_bound(
+    damping: float, mass: float, inertia: np.ndarray, centre: Sequence[float]
+) -> float:
+    """The longest step over which a free joint's damping, held explicitly, stays stable:
+    ``h x max eig(M^-1 D) < 2`` with ``M = diag(m, I)`` (``inertia`` about the centre of
+    mass) and ``D`` of :func:`damping_matrix`."""
+    masses = np.block([[mass * np.eye(3), np.zeros((3, 3))],
+                       [np.zeros((3, 3)), np.asarray(inertia, dtype=np.float64)]])  # fmt: skip
+    rates = np.linalg.eigvals(np.linalg.solve(masses, damping_matrix(damping, centre)))
+    fastest = float(rates.real.max())
+    return 2.0 / fastest if fastest > 0.0 else float("inf")
+
+
+def unstable_free_damping(model: Any, held: FreeJointDamping, step: float) -> str | None:
+    """A clause naming the free joints whose explicit damping ``held`` over ``step`` (s)
+    diverges, with their bounds (None where every one is stable). ``model``: Newton's."""
+    starts, types = model.joint_qd_start.numpy(), model.joint_type.numpy()
+    child, masses = model.joint_child.numpy(), model.body_mass.numpy()
+    inertias = model.body_inertia.numpy()
+    found = []
+    for k, (column, damping) in enumerate(zip(held.columns, held.damping, strict=True)):
+        joint = next(j for j in range(len(types)) if int(starts[j]) == column)
+        body = int(child[joint])
+        bound = explicit_damping_bound(damping, float(masses[body]), inertias[body],
+                                       held.centres[k].tolist())  # fmt: skip
+        if step >= bound:
+            name = str(model.body_label[body]).rsplit("/", 1)[-1]
+            found.append(f"body '{name}' (damping {damping:g} on {float(masses[body]):.3g} kg, "
+                         f"stable below {bound:.3g} s)")  # fmt: skip
+    if not found:
+        return None
+    return (
+        f"the damping of free joints, applied explicitly and held over each {step:.3g} s step, "
+        f"diverges on {', '.join(found)}: substeps do not help; pass implicit_damping=True "
+        "(MuJoCo's Euler) or a shorter file timestep"
+    )

@@ -30,7 +30,10 @@ from pathgrad.envs.newton.engine.stability import mass_matrix_at_rest, stable_su
 from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
 from pathgrad.envs.newton.model_files.mjcf_contacts import apply_contact_softness
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf, resolve_asset_files
-from pathgrad.envs.newton.model_files.mjcf_free_damping import FreeJointDamping
+from pathgrad.envs.newton.model_files.mjcf_free_damping import (
+    FreeJointDamping,
+    unstable_free_damping,
+)
 from pathgrad.envs.newton.model_files.mjcf_friction import FrictionLoss, friction_damping
 from pathgrad.envs.newton.model_files.mjcf_joint_frames import split_joint_frames
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
@@ -372,6 +375,11 @@ class RobotFileMixin:
         model = self.simulation.model
         self._file_armature = model.joint_armature.numpy().copy()
         self._damp_implicitly()
+        held = self.free_damping  # type: ignore[attr-defined]
+        note = None if held is None or self.implicit_damping else unstable_free_damping(
+            model, held, float(self.simulation_options["dt"]))  # fmt: skip
+        if note:
+            warnings.warn(f"{type(self).__name__}: {note}.", UserWarning, stacklevel=3)
 
     def _damp_implicitly(self) -> None:
         """With ``implicit_damping``, armature ``+ substep x damping`` on each damped DOF:
