@@ -113,7 +113,24 @@ TWO_DEFAULTS = """<mujoco>
   </worldbody>
 </mujoco>"""
 
-WRITTEN = {"ball_and_refs": BALL_AND_REFS, "frames": FRAMES, "two_defaults": TWO_DEFAULTS}
+# A marker of 1e-6 kg and 1e-12 kg m^2 fixed to a light finger (dm_control's manipulator
+# puts one on its hand): Newton's validation raised its inertia to 1e-6, ten times the
+# finger's own about its knuckle, and the finger turned ten times slower than in MuJoCo.
+LIGHT_MARKER = """<mujoco>
+  <worldbody>
+    <body name="hand" pos="0 0 1"><joint name="wrist" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.05 0 0" size="0.01"/>
+      <body name="finger" pos="0.05 0 0"><joint name="knuckle" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.02 0 0" size="0.004"/>
+        <body name="marker" pos="0.03 0 0">
+          <inertial pos="0 0 0" mass="1e-6" diaginertia="1e-12 1e-12 1e-12"/></body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+WRITTEN = {"ball_and_refs": BALL_AND_REFS, "frames": FRAMES, "two_defaults": TWO_DEFAULTS,
+           "light_marker": LIGHT_MARKER}  # fmt: skip
 
 
 @pytest.fixture(params=[*GYMNASIUM_FILES, *WRITTEN], ids=lambda p: getattr(p, "name", p))

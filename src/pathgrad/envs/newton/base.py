@@ -57,6 +57,7 @@ from pathgrad.envs.newton.engine.scene_checks import (
 )
 from pathgrad.envs.newton.engine.stability import instability_hint, steps_are_stable
 from pathgrad.envs.newton.engine.state_names import column_labels, state_column_name
+from pathgrad.envs.newton.model_files.mjcf_options import keep_file_inertias
 from pathgrad.envs.newton.model_files.model_file import RobotFileMixin, load_model_file
 from pathgrad.envs.newton.model_files.mujoco_meaning import MujocoCoordinates
 
@@ -235,6 +236,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             if warning is not None:
                 warnings.warn(f"{type(self).__name__}: {warning}", UserWarning, stacklevel=2)
         builder = newton.ModelBuilder(gravity=self.gravity)
+        if self.mujoco_coordinates is not None:
+            keep_file_inertias(builder)
         builder.replicate(world, int(num_envs))
         floor = self.mujoco_coordinates is not None and has_floor(world)
         if contacts and self.ground_plane and not floor:

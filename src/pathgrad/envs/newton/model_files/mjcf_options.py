@@ -144,6 +144,20 @@ def _listed(names: list[str]) -> str:
     return ", ".join(names[:4]) + (f", ... ({len(names)} in all)" if len(names) > 4 else "")
 
 
+def keep_file_inertias(builder: Any) -> None:
+    """Let ``builder`` (before ``finalize``) keep a file's small inertias as MuJoCo does.
+
+    Newton's validation raises a principal moment under ``1e-10`` kg m^2 by that floor
+    plus ``1e-6``: dm_control's manipulator puts 1e-12 on a 1e-6 kg marker fixed to its
+    hand, and the hand then turned with 1e-6 more, a quarter of its own (its fingers'
+    accelerations 4% off MuJoCo's). MuJoCo keeps what the file says; so does this, but
+    for moments under a millionth of a body's largest (Newton's relative floor), raised to
+    that floor and no more.
+    """
+    builder.inertia_absolute_tolerance = 1e-30
+    builder.inertia_correction = 0.0
+
+
 def scale_total_mass(builder: Any, first_body: int, total: float) -> None:
     """Scale the masses and inertias of the bodies from ``first_body`` so they sum to
     ``total`` (MuJoCo's ``<compiler settotalmass>``)."""
