@@ -77,14 +77,17 @@ def _body_error(env, model, mujoco) -> float:
 
 
 def _same_bodies(env, model) -> list[tuple[int, int]]:
-    """(MuJoCo body, Newton body) pairs: in order where the counts agree, else by name
-    (a body split into joint frames adds Newton bodies named ``<body>:<joint>``)."""
+    """(MuJoCo body, Newton body) pairs: in order where the counts and names agree, else by
+    name (a body split into joint frames adds Newton bodies named ``<body>:<joint>``;
+    Newton imports sibling ``<frame>``s last to first)."""
     labels = [str(label).rsplit("/", 1)[-1] for label in env.body_labels]
-    if len(labels) == model.nbody - 1:
+    names = [model.body(body).name.replace("-", "_") for body in range(1, model.nbody)]
+    if len(labels) == model.nbody - 1 and all(
+        not name or name == label for name, label in zip(names, labels, strict=True)
+    ):
         return [(body, body - 1) for body in range(1, model.nbody)]
     index = {label: k for k, label in enumerate(labels)}
-    names = [(body, model.body(body).name) for body in range(1, model.nbody)]
-    return [(body, index[name]) for body, name in names if name in index]
+    return [(body + 1, index[name]) for body, name in enumerate(names) if name in index]
 
 
 def _without_what_is_named(model, mujoco):

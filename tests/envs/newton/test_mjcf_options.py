@@ -43,3 +43,16 @@ def test_friction_loss_is_named_with_its_classes(tmp_path):
         "it; this one lets it creep)",
         "the friction loss of ball and free joints (cube:joint): left out",
     ]
+
+
+def test_elements_that_would_build_bodies_are_named(tmp_path):
+    # A rope from <composite> and a cloth from <flexcomp>: Newton's importer builds neither.
+    path = tmp_path / "rope.xml"
+    path.write_text("""<mujoco><worldbody>
+      <body name="a"><joint type="hinge"/><geom size="0.1"/></body>
+      <composite type="cable" count="5 1 1" curve="s" size="1"><geom size="0.01"/></composite>
+      <flexcomp name="cloth" type="grid" count="3 3 1" spacing="0.1 0.1 0.1" dim="2"/>
+    </worldbody></mujoco>""")
+    notes = read_mjcf_options(path).not_applied
+    assert "<composite>, <flexcomp>: not built (Newton's importer reads no such element), " \
+        "what it makes is missing" in notes

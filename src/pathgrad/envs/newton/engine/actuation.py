@@ -11,6 +11,8 @@ import newton
 import numpy as np
 import torch
 
+from pathgrad.envs.newton.engine.kinematics import newton_label
+
 __all__ = [
     "action_scales",
     "actuated_dofs",
@@ -53,7 +55,8 @@ def actuated_dofs(
         matches = [
             j
             for j, label in enumerate(joint_labels)
-            if label == name or label.rsplit("/", 1)[-1] == name
+            if label in (name, newton_label(name))
+            or label.rsplit("/", 1)[-1] == newton_label(name)
         ]
         if len(matches) != 1:
             raise ValueError(

@@ -169,10 +169,16 @@ class BodyPoses:
         matches = [
             i
             for i, label in enumerate(self.body_labels)
-            if label == body or label.rsplit("/", 1)[-1] == body
+            if label in (body, newton_label(body)) or label.rsplit("/", 1)[-1] == newton_label(body)
         ]
         if len(matches) != 1:
             known = ", ".join(label.rsplit("/", 1)[-1] for label in self.body_labels)
             problem = "is ambiguous" if matches else "does not exist"
             raise ValueError(f"body '{body}' {problem}; bodies: {known}.")
         return matches[0]
+
+
+def newton_label(name: str) -> str:
+    """The label Newton's importers give a model file's ``name``: ``-`` becomes ``_``
+    (``leg-0`` -> ``leg_0``), so a file's names are compared through this."""
+    return name.replace("-", "_")

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from pathgrad.envs.newton.engine.kinematics import newton_label
 from pathgrad.envs.newton.engine.stability import contact_masses
 from pathgrad.envs.newton.model_files.mjcf_joints import read_mjcf_joints
 from pathgrad.envs.newton.model_files.mjcf_limits import LimitReference
@@ -104,6 +105,7 @@ def apply_contact_softness(
     solrefs = body_contact_references(env.model_file)
     names = [label.rsplit("/", 1)[-1] for label in env.body_labels]
     default = LimitReference.parse(None, "")
+    solrefs = {newton_label(name): reference for name, reference in solrefs.items()}
     references = [solrefs.get(name, default) for name in names]
     stiffness, damping = contact_constants(masses, references, timestep, refsafe)
     model = env.simulation.model

@@ -1,4 +1,5 @@
-"""An MJCF file as MuJoCo reads it: ``<include>``s expanded, one top-level ``<default>``.
+"""An MJCF file as MuJoCo reads it: ``<include>``s and ``<replicate>``s expanded, one
+top-level ``<default>``.
 
 MuJoCo replaces each ``<include file="..."/>`` by the children of the included file's
 ``<mujoco>`` element (its path relative to the main file's folder), so a
@@ -18,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from xml.etree import ElementTree
 
+from pathgrad.envs.newton.model_files.mjcf_replicate import expand_replicates
+
 __all__ = ["asset_files", "parse_mjcf", "resolve_asset_files"]
 
 _ASSET_DIRS = {"mesh": "meshdir", "hfield": "meshdir", "texture": "texturedir"}
@@ -25,7 +28,8 @@ _ASSET_DIRS = {"mesh": "meshdir", "hfield": "meshdir", "texture": "texturedir"}
 
 def parse_mjcf(path: str | Path) -> ElementTree.Element:
     """The root ``<mujoco>`` element of ``path`` with its includes expanded (recursively;
-    as in MuJoCo, an include's path is relative to the main file's folder).
+    as in MuJoCo, an include's path is relative to the main file's folder) and its
+    replicates (:mod:`.mjcf_replicate`).
 
     Raises:
         ElementTree.ParseError: For a file (or an included one) that is not XML.
@@ -36,6 +40,7 @@ def parse_mjcf(path: str | Path) -> ElementTree.Element:
     root = ElementTree.parse(path).getroot()
     try:
         _expand(root, path.parent, (path.resolve(),))
+        expand_replicates(root)
     except ValueError as error:
         raise ValueError(f"model_file '{path}': {error}") from None
     _merge_top_defaults(root)

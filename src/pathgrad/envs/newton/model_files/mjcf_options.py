@@ -91,6 +91,11 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
     bounded = [t.name for t in fixed if t.limited or t.frictionloss]
     if spatial:
         found.not_applied.append(f"{len(spatial)} spatial tendons: left out")
+    unbuilt = [f"<{tag}>" for tag in ("composite", "flexcomp", "attach", "flex")
+               if root.find(f".//{tag}") is not None]  # fmt: skip
+    if unbuilt:
+        found.not_applied.append(f"{', '.join(unbuilt)}: not built (Newton's importer reads no "
+                                 "such element), what it makes is missing")  # fmt: skip
     equalities = [_equality(element, root) for element in root.findall("equality/*")]
     if equalities:
         found.not_applied.append(

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from pathgrad.envs.newton.engine.kinematics import newton_label
 from pathgrad.envs.newton.model_files.mjcf_joints import MjcfBody, MjcfJoint
 
 __all__ = ["MujocoCoordinates", "apply_mujoco_meaning"]
@@ -178,28 +179,26 @@ def apply_mujoco_meaning(
     if lost:
         notes.append(f"bodies {', '.join(lost)} are not in Newton's import: their joints are "
                      "left out of the MuJoCo coordinates (qpos, qvel)")  # fmt: skip
-    joints: list[_Joint] = []
-    qpos = qvel = 0
-    placed: dict[int, list[_Joint]] = {}
+    rank = {id(body): k for k, body in enumerate(bodies)}  # MuJoCo numbers them so
+    placed: list[tuple[int, int, MjcfJoint, int, int, tuple]] = []
     for j in range(first_joint, builder.joint_count):
         body = newton_body.get(int(builder.joint_child[j]))
         if body is None or not body.joints:
             continue
-        placed[j] = []
         indices = _newton_indices(builder, j, body)
         zeroed = _place_pivot_and_zeros(builder, j, body, notes)
-        for mj_joint, (q, qd) in zip(body.joints, indices, strict=True):
+        for k, (mj_joint, (q, qd)) in enumerate(zip(body.joints, indices, strict=True)):
             if mj_joint.name in zeroed:  # the file's pose: MuJoCo's qpos0 is the ref
                 builder.joint_q[q] = mj_joint.ref
                 _limits_and_rest_in_qpos(builder, q, qd, mj_joint)
             com = tuple(float(c) for c in builder.body_com[int(builder.joint_child[j])])
-            placed[j].append(
-                _Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com, mj_joint)
-            )
-            qpos += {"free": 7, "ball": 4}.get(mj_joint.type, 1)
-            qvel += {"free": 6, "ball": 3}.get(mj_joint.type, 1)
-    for j in sorted(placed):
-        joints += placed[j]
+            placed.append((rank[id(body)], k, mj_joint, q, qd, com))
+    joints: list[_Joint] = []
+    qpos = qvel = 0  # in MuJoCo's order, where Newton's differs (sibling <frame>s reversed)
+    for _, _, mj_joint, q, qd, com in sorted(placed, key=lambda entry: entry[:2]):
+        joints.append(_Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com, mj_joint))
+        qpos += {"free": 7, "ball": 4}.get(mj_joint.type, 1)
+        qvel += {"free": 6, "ball": 3}.get(mj_joint.type, 1)
     return MujocoCoordinates(joints, builder.joint_coord_count, builder.joint_dof_count), notes
 
 
@@ -216,13 +215,14 @@ def _match_bodies(builder: Any, bodies: Sequence[MjcfBody], first_body: int) -> 
     """Newton body index -> the file's body: in order (Newton imports depth-first, as
     MuJoCo numbers them) where the counts agree, else by name."""
     labels = [str(label).rsplit("/", 1)[-1] for label in builder.body_label[first_body:]]
+    names = [None if body.name is None else newton_label(body.name) for body in bodies]
     in_order = len(labels) == len(bodies) and all(
-        body.name is None or body.name == label for body, label in zip(bodies, labels, strict=True)
+        name is None or name == label for name, label in zip(names, labels, strict=True)
     )
     if in_order:
         return {first_body + k: body for k, body in enumerate(bodies)}
     by_name = {label: first_body + k for k, label in enumerate(labels)}
-    return {by_name[b.name]: b for b in bodies if b.name is not None and b.name in by_name}
+    return {by_name[n]: b for n, b in zip(names, bodies, strict=True) if n in by_name}
 
 
 def _newton_indices(builder: Any, j: int, body: MjcfBody) -> list[tuple[int, int]]:
