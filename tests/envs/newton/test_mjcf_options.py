@@ -56,3 +56,17 @@ def test_elements_that_would_build_bodies_are_named(tmp_path):
     notes = read_mjcf_options(path).not_applied
     assert "<composite>, <flexcomp>: not built (Newton's importer reads no such element), " \
         "what it makes is missing" in notes
+
+
+@pytest.mark.parametrize("compiler, limited, named", [
+    ("", "", True), ('<compiler autolimits="false"/>', 'limited="true"', True),
+    ("", 'limited="false"', False),
+])  # fmt: skip
+def test_a_ball_joints_limit_is_named(tmp_path, compiler, limited, named):
+    path = tmp_path / "shoulder.xml"
+    path.write_text(f"""<mujoco>{compiler}<worldbody><body name="arm">
+      <joint name="shoulder" type="ball" range="0 45" {limited}/><geom size="0.1"/>
+    </body></worldbody></mujoco>""")
+    notes = read_mjcf_options(path).not_applied
+    note = "the limits of ball joints (shoulder): left out (Featherstone has no cone limit)"
+    assert (note in notes) == named, notes

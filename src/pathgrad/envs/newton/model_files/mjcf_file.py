@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from xml.etree import ElementTree
 
+from pathgrad.envs.newton.model_files.mjcf_flags import apply_disabled_flags
 from pathgrad.envs.newton.model_files.mjcf_replicate import expand_replicates
 
 __all__ = ["asset_files", "parse_mjcf", "resolve_asset_files"]
@@ -29,7 +30,8 @@ _ASSET_DIRS = {"mesh": "meshdir", "hfield": "meshdir", "texture": "texturedir"}
 def parse_mjcf(path: str | Path) -> ElementTree.Element:
     """The root ``<mujoco>`` element of ``path`` with its includes expanded (recursively;
     as in MuJoCo, an include's path is relative to the main file's folder) and its
-    replicates (:mod:`.mjcf_replicate`).
+    replicates (:mod:`.mjcf_replicate`), what its disabled flags switch off taken out
+    (:mod:`.mjcf_flags`).
 
     Raises:
         ElementTree.ParseError: For a file (or an included one) that is not XML.
@@ -44,6 +46,7 @@ def parse_mjcf(path: str | Path) -> ElementTree.Element:
     except ValueError as error:
         raise ValueError(f"model_file '{path}': {error}") from None
     _merge_top_defaults(root)
+    apply_disabled_flags(root)
     return root
 
 

@@ -44,6 +44,7 @@ class MjcfJoint:
     frictionloss: float = 0.0
     solreffriction: str | None = None  # the attributes' text; None: MuJoCo's default
     solimpfriction: str | None = None
+    limited: bool = False  # MuJoCo's: "true", or "auto" with a range and autolimits
 
     @property
     def rotational(self) -> bool:
@@ -103,6 +104,7 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
     geom_classes = default_classes(root, "geom")
     compiler = root.find("compiler")
     degrees = compiler is None or compiler.get("angle", "degree") != "radian"
+    autolimits = compiler is None or compiler.get("autolimits", "true") == "true"
     bodies: list[MjcfBody] = []
 
     def joint(element: ElementTree.Element, active: str) -> MjcfJoint:
@@ -131,6 +133,8 @@ def read_mjcf_joints(path: str | Path | ElementTree.Element) -> list[MjcfBody]:
             frictionloss=float(values.get("frictionloss", 0.0)),
             solreffriction=values.get("solreffriction"),
             solimpfriction=values.get("solimpfriction"),
+            limited=values.get("limited", "auto") == "true"
+            or (values.get("limited", "auto") == "auto" and autolimits and "range" in values),
         )
 
     def visit(body: ElementTree.Element, active: str) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from pathgrad.envs.newton.model_files.mjcf_actuators import MjcfMotor, read_mjcf_motors
 from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf
+from pathgrad.envs.newton.model_files.mjcf_flags import unapplied_flags
 from pathgrad.envs.newton.model_files.mjcf_joints import MjcfBody, MjcfJoint, read_mjcf_joints
 from pathgrad.envs.newton.model_files.mjcf_tendons import read_fixed_tendons
 
@@ -89,6 +90,7 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
         found.total_mass = float(compiler.get("settotalmass"))
     fixed, spatial = read_fixed_tendons(path)
     bounded = [t.name for t in fixed if t.limited or t.frictionloss]
+    found.not_applied += unapplied_flags(root)
     if spatial:
         found.not_applied.append(f"{len(spatial)} spatial tendons: left out")
     unbuilt = [f"<{tag}>" for tag in ("composite", "flexcomp", "attach", "flex")
@@ -117,6 +119,10 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
             "(MuJoCo's constraint also holds a joint still against a load below it; this "
             "one lets it creep)"
         )
+    cones = [_joint_name(b, j) for b, j in joints if j.type == "ball" and j.limited]
+    if cones:
+        found.not_applied.append(f"the limits of ball joints ({_listed(cones)}): left out "
+                                 "(Featherstone has no cone limit)")  # fmt: skip
     left = [_joint_name(b, j) for b, j in rubbing if j.type not in ("hinge", "slide")]
     if left:
         found.not_applied.append(f"the friction loss of ball and free joints ({_listed(left)}): "
