@@ -529,6 +529,14 @@ def test_a_scene_that_includes_the_robot_is_one_model(tmp_path):
     (tmp_path / "b.xml").write_text('<mujoco><include file="a.xml"/></mujoco>')
     with pytest.raises(ValueError, match="includes a file that includes it"):
         load(tmp_path / "a.xml")
+    # MuJoCo 2.3.3 and later reject global coordinates; Newton read them as local
+    (tmp_path / "old.xml").write_text(
+        '<mujoco><compiler coordinate="global"/><worldbody><body name="a">'
+        '<joint type="hinge" pos="0 0 1"/><geom size="0.1" pos="0 0 1"/></body></worldbody>'
+        "</mujoco>"
+    )
+    with pytest.raises(ValueError, match=r'old.xml\': <compiler coordinate="global"> .*convert'):
+        load(tmp_path / "old.xml")
 
 
 BOX_OBJ = "\n".join(

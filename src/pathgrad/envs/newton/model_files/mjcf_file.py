@@ -36,7 +36,8 @@ def parse_mjcf(path: str | Path) -> ElementTree.Element:
     Raises:
         ElementTree.ParseError: For a file (or an included one) that is not XML.
         OSError: For a file that cannot be read.
-        ValueError: For an include that does not exist or includes itself again.
+        ValueError: For an include that does not exist or includes itself again, or a file
+            in global coordinates.
     """
     path = Path(path)
     root = ElementTree.parse(path).getroot()
@@ -45,6 +46,12 @@ def parse_mjcf(path: str | Path) -> ElementTree.Element:
         expand_replicates(root)
     except ValueError as error:
         raise ValueError(f"model_file '{path}': {error}") from None
+    if any(c.get("coordinate") == "global" for c in root.iter("compiler")):
+        raise ValueError(
+            f"model_file '{path}': <compiler coordinate=\"global\"> places bodies in world "
+            "coordinates, which MuJoCo reads no more (since 2.3.3) and Newton reads as local: "
+            "convert the file (load and save it in MuJoCo 2.3.2 or older)."
+        )
     _merge_top_defaults(root)
     apply_disabled_flags(root)
     return root
