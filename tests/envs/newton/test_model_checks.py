@@ -48,6 +48,17 @@ def test_a_misspelt_urdf_joint_type_is_named(tmp_path):
         check_model_file(write(tmp_path, urdf, "robot.urdf"))
 
 
+def test_a_urdf_with_xacro_substitutions_left_in_is_named(tmp_path):
+    # As husky.urdf ships in PyBullet's data: Newton's importer said only "could not convert
+    # string to float: '$(optenv'".
+    urdf = """<robot name="r"><link name="a"/><link name="b"/>
+      <joint name="knee" type="revolute"><parent link="a"/><child link="b"/>
+        <origin xyz="$(optenv HUSKY_X 0) 0 0"/></joint></robot>"""
+    with pytest.raises(ValueError, match=r"<origin xyz=.*\$\(optenv.* is a xacro substitution: "
+                                         r"expand the file with xacro first"):  # fmt: skip
+        check_model_file(write(tmp_path, urdf, "robot.urdf"))
+
+
 def test_the_shipped_models_pass():
     import newton.examples
 

@@ -34,7 +34,8 @@ def check_model_file(path: str | Path) -> None:
     A file that is not well-formed XML passes: the importer's own error names it.
 
     Raises:
-        ValueError: ``model_file '<path>': joint 'hip' has type 'hing'; ...``.
+        ValueError: ``model_file '<path>': joint 'hip' has type 'hing'; ...``, or for a
+            URDF with xacro substitutions left in it.
     """
     path = Path(path)
     try:
@@ -42,6 +43,14 @@ def check_model_file(path: str | Path) -> None:
     except (ElementTree.ParseError, OSError):
         return
     urdf = path.suffix.lower() == ".urdf"
+    template = next(((e, k, v) for e in root.iter() for k, v in e.attrib.items()
+                     if "$(" in v or "${" in v), None) if urdf else None  # fmt: skip
+    if template is not None:
+        element, key, value = template
+        raise ValueError(
+            f"model_file '{path}': <{element.tag} {key}=\"{value}\"> is a xacro substitution: "
+            "expand the file with xacro first (xacro robot.urdf.xacro > robot.urdf)."
+        )
     rules = [("joint", URDF_JOINT_TYPES)] if urdf else [
         ("joint", MJCF_JOINT_TYPES), ("geom", MJCF_GEOM_TYPES)
     ]  # fmt: skip
