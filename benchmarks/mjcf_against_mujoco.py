@@ -157,7 +157,10 @@ def survey(path: Path) -> tuple[list[str], list[str]]:
     except Exception as error:  # noqa: BLE001 - the load error is the result
         return [path.name, "does not load", str(error).splitlines()[0][:160], "", "", ""], []
     notes = [str(w.message).replace("\n", " ") for w in caught]
-    bodies = f"{_body_error(env, model, mujoco):.1e}"
+    try:  # a qpos of another size than MuJoCo's (a joint lost) is a result, not a crash
+        bodies = f"{_body_error(env, model, mujoco):.1e}"
+    except Exception as error:  # noqa: BLE001
+        bodies = f"failed: {str(error)[:80]}"
     try:
         relative, actions = _acceleration_error(probe, path, model, mujoco)
         bare, _ = _acceleration_error(probe, path, _without_what_is_named(model, mujoco), mujoco)
