@@ -152,6 +152,30 @@ def test_a_urdf_robot_on_the_ground_with_a_fixed_root_is_warned_about(tmp_path):
         Hopper(2, contacts=False, capture=False)  # no ground: an arm, say
 
 
+def test_a_body_whose_inertia_no_rigid_body_has_is_named(tmp_path):
+    # The leg's moments 0.001, 0.002, 0.01 break a + b >= c (as a CAD export's can, PyBullet's
+    # mini_cheetah.urdf's thighs): MuJoCo rejects such a file, Newton changed it silently.
+    import warnings
+
+    from pathgrad.envs.newton import NewtonEnv
+
+    def hopper(text):
+        return type("Hopper", (NewtonEnv,), {
+            "default_model_file": str(write(tmp_path, text, "hopper.urdf")),
+            "_reward": lambda self, state, action, next_state: next_state["joint_q"].sum(-1),
+        })(1, capture=False)  # fmt: skip
+
+    bad = URDF.replace('<mass value="0.5"/><inertia ixx="0.01" iyy="0.01"',
+                       '<mass value="0.5"/><inertia ixx="0.001" iyy="0.002"')  # fmt: skip
+    assert bad != URDF
+    with pytest.warns(UserWarning, match=r"body 'leg' has principal moments of inertia 0.001, "
+                                         r"0.002, 0.01, whose two smaller ones sum to less"):
+        hopper(bad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        hopper(URDF)  # 0.01 three times: a sphere's, said nothing
+
+
 def test_the_shipped_robots_raise_none_of_the_newcomer_warnings():
     import warnings
 

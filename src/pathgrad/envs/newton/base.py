@@ -47,6 +47,7 @@ from pathgrad.envs.newton.engine.model_checks import (
     fixed_urdf_root,
     flat_inertias,
     limit_units,
+    unbalanced_inertias,
     unread_motors,
 )
 from pathgrad.envs.newton.engine.scene_checks import (
@@ -231,6 +232,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         check_masses(world, world.body_label, world.joint_label)
         for warning in (
             flat_inertias(world, world.body_label),
+            unbalanced_inertias(world, world.body_label),
             limit_units(world, self.model_file),
         ):
             if warning is not None:

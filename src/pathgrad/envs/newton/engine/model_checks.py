@@ -20,7 +20,7 @@ from pathgrad.envs.newton.model_files.mjcf_file import asset_files, parse_mjcf
 
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
            "check_finite_model", "check_masses", "fixed_urdf_root", "flat_inertias", "limit_units",
-           "unread_motors"]  # fmt: skip
+           "unbalanced_inertias", "unread_motors"]  # fmt: skip
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
 MJCF_GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box",
@@ -235,6 +235,24 @@ def fixed_urdf_root(
         "where it was built. For a free base, return {'floating': True} from "
         "model_file_options(); for a fixed one, {'floating': False} (and this warning goes)."
     )
+
+
+def unbalanced_inertias(world: Any, body_labels: Sequence[str]) -> str | None:
+    """A warning naming the first body with mass whose principal moments break the triangle
+    inequality ``a + b >= c`` (no rigid body has them: a CAD export's rounding, as in
+    PyBullet's mini_cheetah.urdf), which MuJoCo rejects and Newton's validation changes
+    silently (it raises the smaller moments)."""
+    for body, (mass, inertia) in enumerate(zip(world.body_mass, world.body_inertia, strict=True)):
+        moments = np.sort(np.linalg.eigvalsh(np.asarray(inertia, dtype=np.float64).reshape(3, 3)))
+        if float(mass) > 0.0 and moments[0] + moments[1] < moments[2] * (1.0 - 1e-6):
+            shown = ", ".join(f"{moment:.4g}" for moment in moments)
+            return (
+                f"body '{_short(body_labels[body])}' has principal moments of inertia {shown}, "
+                "whose two smaller ones sum to less than the largest: no rigid body has them "
+                "(MuJoCo rejects the file), and Newton raises the smaller ones. Correct its "
+                "inertia in the file."
+            )
+    return None
 
 
 def flat_inertias(world: Any, body_labels: Sequence[str]) -> str | None:

@@ -162,10 +162,10 @@ def keep_file_inertias(builder: Any) -> None:
     plus ``1e-6``: dm_control's manipulator puts 1e-12 on a 1e-6 kg marker fixed to its
     hand, and the hand then turned with 1e-6 more, a quarter of its own (its fingers'
     accelerations 4% off MuJoCo's). MuJoCo keeps what the file says; so does this, but
-    for moments under a millionth of a body's largest (Newton's relative floor), raised to
-    that floor and no more.
+    for moments under a millionth of a body's largest (Newton's relative floor) or under
+    MuJoCo's 1e-15, raised to that floor and no more.
     """
-    builder.inertia_absolute_tolerance = 1e-30
+    builder.inertia_absolute_tolerance = 1e-15  # MuJoCo's mjMINVAL
     builder.inertia_correction = 0.0
 
 
