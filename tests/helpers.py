@@ -404,3 +404,36 @@ def place_mujoco_state(env: Any, qpos: Any, qvel: Any) -> None:
         torch.as_tensor(qpos)[None].float(), torch.as_tensor(qvel)[None].float()
     )
     env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
+
+
+def one_step_qacc(env: Any, model: Any, qpos: Any, qvel: Any, ctrl: Any = None,
+                  dt: float = 1e-4) -> tuple[Any, Any]:  # fmt: skip
+    """One env step of ``dt`` from MuJoCo's state as ``qacc`` (its change of ``qvel`` over
+    ``dt``), and MuJoCo's ``qacc`` (``mj_forward``) of the same state and ``ctrl``."""
+    import mujoco
+    import numpy as np
+
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    if ctrl is not None:
+        data.ctrl[:] = ctrl
+    mujoco.mj_forward(model, data)
+    place_mujoco_state(env, qpos, qvel)
+    action = torch.zeros(1, env.action_dim) if ctrl is None else torch.tensor(ctrl)[None].float()
+    env.step(action)
+    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
+    return (after[0].double().numpy() - np.asarray(qvel)) / dt, data.qacc.copy()
+
+
+def newton_bodies(env: Any, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> tuple[Any, Any]:
+    """Body positions ``[B, 3]`` and twists ``[B, 6]`` (v of the COM, omega; world) of one
+    row of a NewtonEnv's ``joint_q``, ``joint_qd`` (Newton's forward kinematics)."""
+    import newton
+    import warp as wp
+
+    model = env.simulation.model
+    state = model.state()
+    newton.eval_fk(
+        model, wp.array(joint_q[0].numpy()), wp.array(joint_qd[0].numpy()), state
+    )  # fmt: skip
+    return state.body_q.numpy()[:, :3], state.body_qd.numpy()

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
-from helpers import file_probe, place_mujoco_state  # noqa: E402
+from helpers import file_probe, one_step_qacc  # noqa: E402
 from pathgrad.envs.newton.model_files.mjcf_options import read_mjcf_options  # noqa: E402
 
 # Two hinges with springs, dampers and a limit, a tendon with a spring and a damper.
@@ -36,14 +35,7 @@ def qacc_pair(tmp_path, flags, first):
     # mj_forward's qacc is the explicit acceleration: no implicit damping in the step
     env = file_probe(path, dt=1e-4, implicit_damping=False)
     model = mujoco.MjModel.from_xml_path(str(path))
-    data = mujoco.MjData(model)
-    qpos, qvel = np.array([first, -0.4]), np.array([1.5, -2.0])
-    data.qpos[:], data.qvel[:] = qpos, qvel
-    mujoco.mj_forward(model, data)
-    place_mujoco_state(env, qpos, qvel)
-    env.step(torch.zeros(1, env.action_dim))
-    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
-    return (after[0].double().numpy() - qvel) / 1e-4, data.qacc.copy()
+    return one_step_qacc(env, model, np.array([first, -0.4]), np.array([1.5, -2.0]))
 
 
 @pytest.mark.parametrize("flags, first", [

@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
-from helpers import file_probe  # noqa: E402
+from helpers import file_probe, newton_bodies, one_step_qacc  # noqa: E402
 from pathgrad.testing.mujoco_states import inside_the_ranges, random_state  # noqa: E402
 
 # Three legs turned by 120 degrees about z (eulerseq zyx, radians), each with two toes
@@ -51,9 +51,6 @@ def build(tmp_path, text=LEGS):
 
 
 def test_copies_are_placed_named_and_ordered_as_mujocos(tmp_path):
-    import newton
-    import warp as wp
-
     env, model = build(tmp_path)
     assert model.nbody == 11 and model.nu == 4  # the oracle did replicate
     assert sorted(env.coordinate_names) == sorted(model.joint(j).name for j in range(model.njnt))
@@ -64,35 +61,21 @@ def test_copies_are_placed_named_and_ordered_as_mujocos(tmp_path):
         qpos, _ = random_state(model, rng)
         data.qpos[:] = qpos
         mujoco.mj_kinematics(model, data)
-        joint_q, joint_qd = env.joint_state_from_mujoco(
-            torch.tensor(qpos)[None].float(), torch.zeros(1, model.nv)
-        )
-        state = env.simulation.model.state()
-        newton.eval_fk(env.simulation.model, wp.array(joint_q[0].numpy()),
-                       wp.array(joint_qd[0].numpy()), state)  # fmt: skip
+        positions, _ = newton_bodies(env, *env.joint_state_from_mujoco(
+            torch.tensor(qpos)[None].float(), torch.zeros(1, model.nv)))  # fmt: skip
         for body in range(1, model.nbody):
             index = labels.index(model.body(body).name.replace("-", "_"))
-            np.testing.assert_allclose(state.body_q.numpy()[index, :3], data.xpos[body],
-                                       atol=1e-5, err_msg=model.body(body).name)  # fmt: skip
+            np.testing.assert_allclose(positions[index], data.xpos[body], atol=1e-5,
+                                       err_msg=model.body(body).name)  # fmt: skip
 
 
 def test_one_step_with_the_copied_actuators_accelerates_as_mujocos(tmp_path):
     env, model = build(tmp_path)
     model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
-    data, rng = mujoco.MjData(model), np.random.default_rng(1)
+    rng = np.random.default_rng(1)
     qpos, qvel = inside_the_ranges(model, rng), 0.3 * rng.standard_normal(model.nv)
-    ctrl = rng.uniform(-0.8, 0.8, model.nu)
-    data.qpos[:], data.qvel[:], data.ctrl[:] = qpos, qvel, ctrl
-    mujoco.mj_forward(model, data)
-    env.reset(seed=0)
-    joint_q, joint_qd = env.joint_state_from_mujoco(
-        torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
-    )
-    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
-    env.step(torch.tensor(ctrl)[None].float())
-    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
-    qacc = (after[0].double().numpy() - qvel) / 1e-4
-    assert np.abs(qacc - data.qacc).max() <= 0.01 * np.abs(data.qacc).max(), (qacc, data.qacc)
+    qacc, theirs = one_step_qacc(env, model, qpos, qvel, rng.uniform(-0.8, 0.8, model.nu))
+    assert np.abs(qacc - theirs).max() <= 0.01 * np.abs(theirs).max(), (qacc, theirs)
 
 
 @pytest.mark.parametrize("attributes, problem", [

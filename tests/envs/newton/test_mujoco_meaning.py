@@ -19,8 +19,8 @@ pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
 import newton  # noqa: E402
-import warp as wp  # noqa: E402
 
+from helpers import newton_bodies  # noqa: E402
 from pathgrad.envs.newton import NewtonEnv  # noqa: E402
 from pathgrad.envs.newton.model_files.mujoco_meaning import _D6  # noqa: E402
 from pathgrad.testing.mujoco_states import inside_the_ranges, random_state  # noqa: E402
@@ -60,16 +60,6 @@ def load(path: Path) -> tuple[Probe, object]:
         warnings.simplefilter("ignore")  # floors without contacts, unread motors: not the point
         env = Probe(1, model_file=str(path), capture=False)
     return env, mujoco.MjModel.from_xml_path(str(path))
-
-
-def newton_bodies(env: Probe, joint_q: torch.Tensor, joint_qd: torch.Tensor):
-    """Body positions ``[B, 3]`` and twists ``[B, 6]`` (v of the COM, omega; world) of one row."""
-    model = env.simulation.model
-    state = model.state()
-    newton.eval_fk(
-        model, wp.array(joint_q[0].numpy()), wp.array(joint_qd[0].numpy()), state
-    )  # fmt: skip
-    return state.body_q.numpy()[:, :3], state.body_qd.numpy()
 
 
 # MuJoCo 3's <frame>: bodies placed by frames (nested, turned, with a childclass).
