@@ -180,22 +180,22 @@ def apply_mujoco_meaning(
         notes.append(f"bodies {', '.join(lost)} are not in Newton's import: their joints are "
                      "left out of the MuJoCo coordinates (qpos, qvel)")  # fmt: skip
     rank = {id(body): k for k, body in enumerate(bodies)}  # MuJoCo numbers them so
-    placed: list[tuple[int, int, MjcfJoint, int, int, tuple]] = []
+    placed: list[tuple[int, MjcfJoint, int, int, tuple]] = []
     for j in range(first_joint, builder.joint_count):
         body = newton_body.get(int(builder.joint_child[j]))
         if body is None or not body.joints:
             continue
         indices = _newton_indices(builder, j, body)
         zeroed = _place_pivot_and_zeros(builder, j, body, notes)
-        for k, (mj_joint, (q, qd)) in enumerate(zip(body.joints, indices, strict=True)):
+        for mj_joint, (q, qd) in zip(body.joints, indices, strict=True):
             if mj_joint.name in zeroed:  # the file's pose: MuJoCo's qpos0 is the ref
                 builder.joint_q[q] = mj_joint.ref
                 _limits_and_rest_in_qpos(builder, q, qd, mj_joint)
             com = tuple(float(c) for c in builder.body_com[int(builder.joint_child[j])])
-            placed.append((rank[id(body)], k, mj_joint, q, qd, com))
+            placed.append((rank[id(body)], mj_joint, q, qd, com))
     joints: list[_Joint] = []
-    qpos = qvel = 0  # in MuJoCo's order, where Newton's differs (sibling <frame>s reversed)
-    for _, _, mj_joint, q, qd, com in sorted(placed, key=lambda entry: entry[:2]):
+    qpos = qvel = 0  # bodies in MuJoCo's order where Newton's differs (sibling <frame>s
+    for _, mj_joint, q, qd, com in sorted(placed, key=lambda entry: entry[0]):  # reversed)
         joints.append(_Joint(mj_joint.name, mj_joint.type, qpos, qvel, q, qd, com, mj_joint))
         qpos += {"free": 7, "ball": 4}.get(mj_joint.type, 1)
         qvel += {"free": 6, "ball": 3}.get(mj_joint.type, 1)
