@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -148,7 +149,10 @@ def test_eval_plot_and_envs(tmp_path):
     assert unknown.returncode == 2 and "no run has the evaluation metric 'eval/speed'" in (
         unknown.stderr
     )
-    listing = pathgrad("envs", cwd=tmp_path).stdout
+    with warnings.catch_warnings(record=True) as caught:  # a listing, not a wall of notes
+        warnings.simplefilter("always")
+        listing = pathgrad("envs", cwd=tmp_path).stdout
+    assert not [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     for name in ("PointMass", "Pendulum", "MountainCarContinuous", "Reacher", "Quadrotor"):
         assert name in listing
 

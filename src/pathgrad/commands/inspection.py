@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +210,9 @@ def _env_sizes(name: str) -> tuple[str, str, str]:
     sizes = [getattr(factory, key, None) for key in _SIZE_ATTRIBUTES]
     if all(isinstance(size, int) for size in sizes):
         return tuple(str(size) for size in sizes)  # type: ignore[return-value]
-    env = build_learning_env(name, num_envs=1, device="cpu")
+    with warnings.catch_warnings():  # a listing: construction notes are for who builds it
+        warnings.simplefilter("ignore")
+        env = build_learning_env(name, num_envs=1, device="cpu")
     return (
         str(int(env.single_observation_space.shape[-1])),
         str(int(env.single_action_space.shape[-1])),
