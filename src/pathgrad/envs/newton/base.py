@@ -58,6 +58,7 @@ from pathgrad.envs.newton.engine.scene_checks import (
 )
 from pathgrad.envs.newton.engine.stability import instability_hint, steps_are_stable
 from pathgrad.envs.newton.engine.state_names import column_labels, state_column_name
+from pathgrad.envs.newton.model_files.mjcf_keyframes import keyframe_state
 from pathgrad.envs.newton.model_files.mjcf_options import keep_file_inertias
 from pathgrad.envs.newton.model_files.model_file import RobotFileMixin, load_model_file
 from pathgrad.envs.newton.model_files.mujoco_meaning import MujocoCoordinates
@@ -125,6 +126,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             as its geoms' ``solref`` on each body's effective mass (:mod:`.mjcf_contacts`;
             ``contact_ke``, ``contact_kd`` given win); ``"newton"``: the model's (Newton's
             import: 2500, 100); ``None``: the class's.
+        keyframe: An MJCF file's ``<key>`` (its name or index) where resets start instead
+            of ``qpos0`` (:mod:`.mjcf_keyframes`).
         **kwargs: ``dtype`` (float32 only), ``max_episode_steps``, ``seed``.
 
     Raises:
@@ -184,6 +187,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         joint_limits: str | None = None,
         implicit_damping: bool | None = None,
         contact_softness: str | None = None,
+        keyframe: str | int | None = None,
         **kwargs: Any,
     ) -> None:
         if contacts_per_shape_pair is not None:
@@ -308,6 +312,8 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
             warnings.warn(f"{type(self).__name__}: {unread}", UserWarning, stacklevel=2)
         self.default_joint_q = torch.tensor(world.joint_q, dtype=torch.float32, device=device)
         self.default_joint_qd = torch.tensor(world.joint_qd, dtype=torch.float32, device=device)
+        if keyframe is not None:  # the file's saved pose: every reset starts there
+            self.default_joint_q, self.default_joint_qd = keyframe_state(self, keyframe)
         if getattr(type(self), "observation_dim", None) is None:  # the default observation
             self.observation_dim = self.coordinates + self.dofs
             self.observation_dim_note = (
