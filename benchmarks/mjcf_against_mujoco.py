@@ -80,8 +80,10 @@ def _same_bodies(env, model) -> list[tuple[int, int]]:
     """(MuJoCo body, Newton body) pairs: in order where the counts and names agree, else by
     name (a body split into joint frames adds Newton bodies named ``<body>:<joint>``;
     Newton imports sibling ``<frame>``s last to first)."""
+    from pathgrad.envs.newton.engine.kinematics import newton_label
+
     labels = [str(label).rsplit("/", 1)[-1] for label in env.body_labels]
-    names = [model.body(body).name.replace("-", "_") for body in range(1, model.nbody)]
+    names = [newton_label(model.body(body).name) for body in range(1, model.nbody)]
     if len(labels) == model.nbody - 1 and all(
         not name or name == label for name, label in zip(names, labels, strict=True)
     ):

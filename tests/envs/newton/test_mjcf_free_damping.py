@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
-from helpers import file_probe, place_mujoco_state  # noqa: E402
+from helpers import file_probe, one_step_qacc, place_mujoco_state  # noqa: E402
 
 # A pen as the Shadow hand's files hold it: a thin capsule on a damped free joint, its centre
 # of mass off the body's origin (the geom is offset), no gravity, no contact.
@@ -36,16 +36,10 @@ def test_one_step_of_a_damped_free_body_accelerates_as_mujocos(tmp_path):
     # Explicit (a 1e-5 s step): MuJoCo's qacc (mj_forward) within 1%; Featherstone alone
     # does not damp a free joint, which left it 100% off.
     env, model = build(tmp_path, 0.003, dt=1e-5, implicit_damping=False)
-    data = mujoco.MjData(model)
     qvel = np.array([0.3, -0.2, 0.5, 2.0, -1.0, 3.0])
-    data.qpos[:], data.qvel[:] = model.qpos0, qvel
-    mujoco.mj_forward(model, data)
-    place_mujoco_state(env, model.qpos0, qvel)
-    env.step(torch.zeros(1, env.action_dim))
-    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
-    qacc = (after[0].double().numpy() - qvel) / 1e-5
-    assert np.abs(data.qacc).max() > 10.0
-    assert np.abs(qacc - data.qacc).max() <= 0.01 * np.abs(data.qacc).max(), (qacc, data.qacc)
+    qacc, theirs = one_step_qacc(env, model, model.qpos0, qvel, dt=1e-5)
+    assert np.abs(theirs).max() > 10.0
+    assert np.abs(qacc - theirs).max() <= 0.01 * np.abs(theirs).max(), (qacc, theirs)
 
 
 def test_a_light_damped_free_body_steps_implicitly_as_mujocos_euler(tmp_path):

@@ -14,6 +14,7 @@ pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
 from helpers import file_probe, newton_bodies, one_step_qacc  # noqa: E402
+from pathgrad.envs.newton.engine.kinematics import newton_label  # noqa: E402
 from pathgrad.testing.mujoco_states import inside_the_ranges, random_state  # noqa: E402
 
 # Three legs turned by 120 degrees about z (eulerseq zyx, radians), each with two toes
@@ -64,7 +65,7 @@ def test_copies_are_placed_named_and_ordered_as_mujocos(tmp_path):
         positions, _ = newton_bodies(env, *env.joint_state_from_mujoco(
             torch.tensor(qpos)[None].float(), torch.zeros(1, model.nv)))  # fmt: skip
         for body in range(1, model.nbody):
-            index = labels.index(model.body(body).name.replace("-", "_"))
+            index = labels.index(newton_label(model.body(body).name))
             np.testing.assert_allclose(positions[index], data.xpos[body], atol=1e-5,
                                        err_msg=model.body(body).name)  # fmt: skip
 

@@ -12,6 +12,7 @@ import torch
 pytest.importorskip("newton")
 mujoco = pytest.importorskip("mujoco")
 
+from helpers import one_step_qacc  # noqa: E402
 from pathgrad.envs.newton import NewtonEnv  # noqa: E402
 from pathgrad.testing import check_env_gradients  # noqa: E402
 
@@ -86,20 +87,10 @@ def test_tendon_forces_equal_mujocos(tmp_path, seed):
 
 def test_one_step_accelerates_as_mujoco_does(tmp_path):
     env, model = arm(tmp_path, dt=1e-4)
-    data = mujoco.MjData(model)
     rng = np.random.default_rng(2)
     qpos, qvel, ctrl = 0.4 * rng.standard_normal(3), rng.standard_normal(3), [1.5, 0.4, -0.6]
-    data.qpos[:], data.qvel[:], data.ctrl[:] = qpos, qvel, ctrl  # 1.5: clamped to 1 by both
-    mujoco.mj_forward(model, data)
-    env.reset(seed=0)
-    joint_q, joint_qd = env.joint_state_from_mujoco(
-        torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
-    )
-    env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
-    env.step(torch.tensor(ctrl)[None].float())
-    _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
-    qacc = (after[0].double().numpy() - qvel) / 1e-4
-    assert np.abs(qacc - data.qacc).max() <= 0.01 * np.abs(data.qacc).max(), (qacc, data.qacc)
+    qacc, theirs = one_step_qacc(env, model, qpos, qvel, ctrl)  # 1.5: clamped to 1 by both
+    assert np.abs(qacc - theirs).max() <= 0.01 * np.abs(theirs).max(), (qacc, theirs)
 
 
 def test_the_tendons_gradients_agree_with_central_differences(tmp_path):

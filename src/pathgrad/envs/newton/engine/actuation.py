@@ -11,7 +11,7 @@ import newton
 import numpy as np
 import torch
 
-from pathgrad.envs.newton.engine.kinematics import newton_label
+from pathgrad.envs.newton.engine.kinematics import names_match
 
 __all__ = [
     "action_scales",
@@ -55,8 +55,7 @@ def actuated_dofs(
         matches = [
             j
             for j, label in enumerate(joint_labels)
-            if label in (name, newton_label(name))
-            or label.rsplit("/", 1)[-1] == newton_label(name)
+            if names_match(label, name)
         ]
         if len(matches) != 1:
             raise ValueError(

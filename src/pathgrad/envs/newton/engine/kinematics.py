@@ -169,7 +169,7 @@ class BodyPoses:
         matches = [
             i
             for i, label in enumerate(self.body_labels)
-            if label in (body, newton_label(body)) or label.rsplit("/", 1)[-1] == newton_label(body)
+            if names_match(label, body)
         ]
         if len(matches) != 1:
             known = ", ".join(label.rsplit("/", 1)[-1] for label in self.body_labels)
@@ -182,3 +182,9 @@ def newton_label(name: str) -> str:
     """The label Newton's importers give a model file's ``name``: ``-`` becomes ``_``
     (``leg-0`` -> ``leg_0``), so a file's names are compared through this."""
     return name.replace("-", "_")
+
+
+def names_match(label: str, name: str) -> bool:
+    """Whether Newton's ``label`` (a path, ``.../forearm``) is what a user or a file calls
+    ``name``: the whole label or its last ``/`` component, ``-`` read as ``_``."""
+    return label in (name, newton_label(name)) or label.rsplit("/", 1)[-1] == newton_label(name)

@@ -50,8 +50,9 @@ def apply_disabled_flags(root: ElementTree.Element) -> None:
 
 def unapplied_flags(root: ElementTree.Element) -> list[str]:
     """One clause per disabled flag that is not applied, saying what is done instead."""
+    disabled = disabled_flags(root)
     return [f'<flag {name}="disable">: {instead}'
-            for name, instead in _UNAPPLIED.items() if name in disabled_flags(root)]  # fmt: skip
+            for name, instead in _UNAPPLIED.items() if name in disabled]  # fmt: skip
 
 
 def _joints_and_tendons(root: ElementTree.Element) -> list[ElementTree.Element]:

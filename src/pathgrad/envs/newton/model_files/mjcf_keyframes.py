@@ -50,7 +50,6 @@ def read_keyframe(
     """
     keys = [k for frame in parse_mjcf(path).findall("keyframe") for k in frame.findall("key")]
     names = [k.get("name") or f"#{i}" for i, k in enumerate(keys)]
-    chosen = None
     if isinstance(key, int) or str(key).isdigit():
         chosen = keys[int(key)] if 0 <= int(key) < len(keys) else None
     else:

@@ -98,7 +98,8 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
     if unbuilt:
         found.not_applied.append(f"{', '.join(unbuilt)}: not built (Newton's importer reads no "
                                  "such element), what it makes is missing")  # fmt: skip
-    equalities = [_equality(element, root) for element in root.findall("equality/*")]
+    mocap = {b.get("name") for b in root.iter("body") if b.get("mocap") == "true"}
+    equalities = [_equality(element, mocap) for element in root.findall("equality/*")]
     if equalities:
         found.not_applied.append(
             f"equality constraints ({_listed(equalities)}): left out, nothing holds what they "
@@ -136,9 +137,8 @@ def read_mjcf_options(path: str | Path) -> MjcfOptions:
     return found
 
 
-def _equality(element: Any, root: Any) -> str:
-    """One equality constraint as ``weld 'name' (a to b)``, its mocap bodies said."""
-    mocap = {b.get("name") for b in root.iter("body") if b.get("mocap") == "true"}
+def _equality(element: Any, mocap: set) -> str:
+    """One equality constraint as ``weld 'name' (a to b)``, its ``mocap`` bodies said."""
     ends = [element.get(f"{what}{k}") for k in (1, 2) for what in ("body", "joint", "tendon",
                                                                    "site", "flex")]  # fmt: skip
     ends = [f"mocap body '{e}'" if e in mocap else f"'{e}'" for e in ends if e]
