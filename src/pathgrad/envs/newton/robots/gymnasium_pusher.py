@@ -55,6 +55,10 @@ SUBSTEPS = 130
 class GymnasiumPusher(NewtonEnv):
     """Pusher-v5 on Newton: push the object (a cylinder on two slides) to the goal.
 
+    ``info["metrics"]``: ``object_goal_distance`` (between the bodies' frames, v5's reward
+    term; at least 0.048 m, the object's centre above the table), ``object_goal_planar_distance``
+    (on the table) and ``success`` (the object's centre within 5 cm of the goal's on the table).
+
     Args:
         num_envs: Number of worlds.
         device: Torch device.
