@@ -130,6 +130,33 @@ def test_a_user_newton_env_is_drawn_from_its_bodies_posed_by_forward_kinematics(
         assert (seen[:, 1] > bottom).all() and (seen[:, 1] < top_).all()
 
 
+class PuckAndMarker(NewtonEnv):
+    """A visible marker and a puck whose only shape collides but is hidden, as Newton
+    imports an MJCF geom that collides (Gymnasium's pusher object)."""
+
+    def build_world(self, builder):
+        hidden = builder.ShapeConfig(is_visible=False)
+        puck = builder.add_body(label="puck", xform=wp.transform((0.5, 0.0, 0.0)))
+        builder.add_shape_sphere(puck, radius=0.05, cfg=hidden)
+        marker = builder.add_body(label="marker")
+        builder.add_shape_box(marker, hx=0.1, hy=0.1, hz=0.01)
+        builder.add_shape_box(marker, hx=0.02, hy=0.02, hz=0.3, cfg=hidden)
+
+    def _reward(self, state, action, next_state):
+        return next_state["joint_q"][:, 0]
+
+
+def test_a_body_whose_shapes_are_all_hidden_is_drawn_from_its_collision_shapes():
+    env = PuckAndMarker(1, seed=0)
+    assert int(env.simulation.model.shape_count) == 3
+    shapes, _ = NewtonBodiesScene._read_shapes(env.simulation.model, np.array([0, 1]))
+    assert sorted(shape.body for shape in shapes) == [0, 1]  # the puck and the marker
+    puck = next(shape for shape in shapes if shape.body == 0)
+    assert np.ptp(puck.points, axis=0) == pytest.approx([0.1, 0.1, 0.1], abs=0.005)
+    marker = next(shape for shape in shapes if shape.body == 1)
+    assert np.ptp(marker.points[:, 2]) == pytest.approx(0.02, abs=1e-6)  # not the hidden post
+
+
 def test_the_ground_of_a_model_with_contacts_is_drawn_in_the_side_view():
     env = PlainArm(2, seed=0)  # two worlds: only world 0's bodies are drawn
     env.reset(seed=0)

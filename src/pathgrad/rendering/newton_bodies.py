@@ -297,7 +297,11 @@ class NewtonBodiesScene:
         local = {int(body): index for index, body in enumerate(bodies)}
         up = int(getattr(model, "up_axis", 2))
         candidates = [s for s in range(count) if not int(flags[s]) & SITE_FLAG]
-        shown = [s for s in candidates if int(flags[s]) & VISIBLE_FLAG] or candidates
+        # a body's visible shapes, or its collision shapes where it has none visible (an
+        # MJCF geom that collides is drawn by MuJoCo, but Newton's import hides it)
+        seen = {int(shape_body[s]) for s in candidates if int(flags[s]) & VISIBLE_FLAG}
+        shown = [s for s in candidates
+                 if int(flags[s]) & VISIBLE_FLAG or int(shape_body[s]) not in seen]  # fmt: skip
         shapes, ground = [], None
         for s in shown:
             body = int(shape_body[s])
