@@ -563,3 +563,35 @@ def test_meshes_are_found_where_mujoco_finds_them(tmp_path):
     (tmp_path / "robot" / "meshes" / "box.obj").unlink()
     with pytest.raises(ValueError, match=r"mesh file 'box.obj' does not exist \(looked for"):
         load(scene)
+
+
+def test_an_included_file_s_assets_and_includes_are_found_beside_it_as_mujoco_finds_them(
+    tmp_path,
+):
+    # franka_sim's layout (shipped in Genesis): the main file includes assets/assets.xml,
+    # whose mesh paths ("../meshes/...") and own includes are written from assets/. MuJoCo
+    # looks in the main file's folder first, then beside the file that names the asset.
+    (tmp_path / "robot" / "meshes").mkdir(parents=True)
+    (tmp_path / "robot" / "meshes" / "box.obj").write_text(BOX_OBJ)
+    (tmp_path / "robot" / "assets").mkdir()
+    (tmp_path / "robot" / "assets" / "assets.xml").write_text(
+        '<mujoco><include file="body.xml"/>'
+        '<asset><mesh name="box" file="../meshes/box.obj"/></asset></mujoco>'
+    )
+    (tmp_path / "robot" / "assets" / "body.xml").write_text(
+        '<mujoco><worldbody><body name="box"><joint name="lift" type="slide" axis="0 0 1"/>'
+        '<geom type="mesh" mesh="box"/></body></worldbody></mujoco>'
+    )
+    scene = tmp_path / "robot" / "scene.xml"
+    scene.write_text('<mujoco><include file="assets/assets.xml"/></mujoco>')
+    env, model = load(scene)
+    assert model.body_mass[1] == pytest.approx(6.0, rel=1e-3)  # the mesh beside assets.xml
+    assert env.simulation.model.body_mass.numpy()[0] == pytest.approx(6.0, rel=1e-3)
+    (tmp_path / "meshes").mkdir()  # the same path from the main file's folder comes first
+    (tmp_path / "meshes" / "box.obj").write_text(BOX_OBJ.replace("0.15", "0.3"))
+    env, model = load(scene)
+    assert model.body_mass[1] == pytest.approx(12.0, rel=1e-3)
+    assert env.simulation.model.body_mass.numpy()[0] == pytest.approx(12.0, rel=1e-3)
+    (tmp_path / "robot" / "assets" / "body.xml").unlink()
+    with pytest.raises(ValueError, match=r"<include file='body.xml'>: neither .* nor .* exists"):
+        load(scene)

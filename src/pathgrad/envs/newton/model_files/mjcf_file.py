@@ -2,8 +2,9 @@
 top-level ``<default>``.
 
 MuJoCo replaces each ``<include file="..."/>`` by the children of the included file's
-``<mujoco>`` element (its path relative to the main file's folder), so a
-robot maker's ``scene.xml`` that includes ``robot.xml`` is one model. Every reader of
+``<mujoco>`` element (its path relative to the main file's folder, or where nothing is
+there, to the including file's), so a robot maker's ``scene.xml`` that includes
+``robot.xml`` is one model. Every reader of
 a file's joints, options, actuators and tendons here parses it through
 :func:`parse_mjcf`, so what it reads is what Newton's importer (which expands
 includes too) built.
@@ -11,7 +12,8 @@ includes too) built.
 Asset files (meshes, height fields, textures) are found as MuJoCo finds them: relative to
 the main file's folder joined with the model's ``<compiler meshdir>`` (``texturedir``;
 ``assetdir`` sets both), one value for the whole model, the last ``<compiler>`` that sets it
-winning, whichever file it came from (:func:`asset_files`).
+winning, whichever file it came from; where nothing is there, relative to the folder of the
+file that names the asset (:func:`asset_files`; both orders checked against MuJoCo 3).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from pathgrad.envs.newton.model_files.mjcf_replicate import expand_replicates
 __all__ = ["asset_files", "parse_mjcf", "resolve_asset_files"]
 
 _ASSET_DIRS = {"mesh": "meshdir", "hfield": "meshdir", "texture": "texturedir"}
+# An included file's asset elements carry their file's folder here until
+# resolve_asset_files writes their paths (a name no MJCF attribute has)
+_OWN_FOLDER = "pathgrad-included-from"
 
 
 def parse_mjcf(path: str | Path) -> ElementTree.Element:
@@ -42,7 +47,7 @@ def parse_mjcf(path: str | Path) -> ElementTree.Element:
     path = Path(path)
     root = ElementTree.parse(path).getroot()
     try:
-        _expand(root, path.parent, (path.resolve(),))
+        _expand(root, path.parent, path.parent, (path.resolve(),))
         expand_replicates(root)
     except ValueError as error:
         raise ValueError(f"model_file '{path}': {error}") from None
@@ -81,22 +86,31 @@ def _merge_top_defaults(root: ElementTree.Element) -> None:
     root.insert(where, merged)
 
 
-def _expand(element: ElementTree.Element, folder: Path, chain: tuple[Path, ...]) -> None:
-    """Replace ``element``'s includes by the included files' contents, in place."""
+def _expand(
+    element: ElementTree.Element, folder: Path, own: Path, chain: tuple[Path, ...]
+) -> None:
+    """Replace ``element``'s includes by the included files' contents, in place (``folder``:
+    the main file's, ``own``: the folder of the file that holds ``element``)."""
     kept: list[ElementTree.Element] = []
     for child in list(element):
         if child.tag != "include":
-            _expand(child, folder, chain)
+            if own != folder and child.tag in _ASSET_DIRS and child.get("file"):
+                child.set(_OWN_FOLDER, str(own))
+            _expand(child, folder, own, chain)
             kept.append(child)
             continue
         name = child.get("file", "")
         target = folder / name
+        if not target.is_file() and (own / name).is_file():
+            target = own / name
         if not target.is_file():
-            raise ValueError(f"<include file='{name}'>: '{target}' does not exist.")
+            where = (f"'{target}' does not exist" if own == folder
+                     else f"neither '{folder / name}' nor '{own / name}' exists")  # fmt: skip
+            raise ValueError(f"<include file='{name}'>: {where}.")
         if target.resolve() in chain:
             raise ValueError(f"<include file='{name}'> includes a file that includes it.")
         included = ElementTree.parse(target).getroot()
-        _expand(included, folder, (*chain, target.resolve()))
+        _expand(included, folder, target.parent, (*chain, target.resolve()))
         kept.extend(included)
     element[:] = kept
 
@@ -119,7 +133,11 @@ def asset_files(
         if not name or "://" in name:
             continue
         name = Path(name.replace("\\", "/")).name if strip else name
-        found.append((element, folder / directories[_ASSET_DIRS[element.tag]] / name))
+        location = folder / directories[_ASSET_DIRS[element.tag]] / name
+        own = element.get(_OWN_FOLDER)
+        if own is not None and not location.is_file() and (Path(own) / name).is_file():
+            location = Path(own) / name  # MuJoCo's second place: beside the naming file
+        found.append((element, location))
     return found
 
 
@@ -129,6 +147,8 @@ def resolve_asset_files(root: ElementTree.Element, path: str | Path) -> None:
     finds (Newton's resolves each included file's assets from that file's own ``<compiler>``)."""
     for element, location in asset_files(root, path):
         element.set("file", str(location.resolve()))
+    for element in root.iter():
+        element.attrib.pop(_OWN_FOLDER, None)
     for compiler in root.iter("compiler"):
         for key in ("assetdir", "meshdir", "texturedir", "strippath"):
             compiler.attrib.pop(key, None)
