@@ -20,7 +20,7 @@ mujoco = pytest.importorskip("mujoco")
 
 import newton  # noqa: E402
 
-from helpers import newton_bodies  # noqa: E402
+from helpers import newton_bodies, one_step_qacc  # noqa: E402
 from pathgrad.envs.newton import NewtonEnv  # noqa: E402
 from pathgrad.envs.newton.model_files.mujoco_meaning import _D6  # noqa: E402
 from pathgrad.testing.mujoco_states import inside_the_ranges, random_state  # noqa: E402
@@ -595,3 +595,57 @@ def test_an_included_file_s_assets_and_includes_are_found_beside_it_as_mujoco_fi
     (tmp_path / "robot" / "assets" / "body.xml").unlink()
     with pytest.raises(ValueError, match=r"<include file='body.xml'>: neither .* nor .* exists"):
         load(scene)
+
+
+FOUR_BAR = """<mujoco>
+  <option gravity="0 0 -9.81" timestep="0.002"/>
+  <worldbody>
+    <body name="ground_link" pos="0 0 2" euler="20 20 20">
+      <geom type="capsule" fromto="0 0 0 0 0 0.4" size="0.02"/>
+      <body name="crank" pos="0.05 0 0">
+        <joint name="hinge_1" axis="1 0 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0.4 0" size="0.02"/>
+        <body name="coupler" pos="-0.05 0.4 0">
+          <joint name="hinge_2" axis="1 0 0"/>
+          <geom type="capsule" fromto="0 0 0 0 0 0.4" size="0.02"/>
+          <body name="rocker" pos="0.05 0 0.4">
+            <joint name="hinge_3" axis="1 0 0"/>
+            <geom type="capsule" fromto="0 0 0 0 -0.4 0" size="0.02"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <equality>CLOSURE</equality>
+  <actuator><motor joint="hinge_1"/></actuator>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("closure", [
+    '<connect name="closure" body1="ground_link" body2="rocker" anchor="0 0 0.4"/>',
+    '<weld name="closure" body1="ground_link" body2="rocker"/>',
+])  # fmt: skip
+def test_a_loop_closing_equality_leaves_the_tree_s_joints_as_mujoco_s(tmp_path, closure):
+    # Genesis's four-bar linkages: Newton's importer turns the connect (weld) into a ball
+    # (fixed) joint to the rocker, which already hangs from hinge_3; Featherstone then posed
+    # the rocker by it, and the MuJoCo coordinates took it for hinge_3 (the weld's file did
+    # not load). The equality is named and left out, as every equality is.
+    path = tmp_path / "four_bar.xml"
+    path.write_text(FOUR_BAR.replace("CLOSURE", closure))
+    with pytest.warns(UserWarning, match=r"equality constraints \((connect|weld) 'closure'"):
+        env = Probe(1, model_file=str(path), dt=1e-4, capture=False)  # one_step_qacc's dt
+    model = mujoco.MjModel.from_xml_path(str(path))
+    assert env.coordinate_names == ["hinge_1", "hinge_2", "hinge_3"]
+    assert int(env.simulation.model.joint_count) == 4  # the tree's: fixed base, three hinges
+    rng = np.random.default_rng(1)
+    qpos, qvel = rng.uniform(-1.0, 1.0, 3), rng.uniform(-1.0, 1.0, 3)
+    data = mujoco.MjData(model)
+    data.qpos[:] = qpos
+    mujoco.mj_kinematics(model, data)
+    joint_q, joint_qd = env.joint_state_from_mujoco(torch.tensor(qpos)[None].float(),
+                                                    torch.zeros(1, 3))  # fmt: skip
+    positions, _ = newton_bodies(env, joint_q, joint_qd)
+    np.testing.assert_allclose(positions, data.xpos[1:], atol=1e-5)
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_EQUALITY  # what pathgrad leaves out
+    ours, theirs = one_step_qacc(env, model, qpos, qvel, ctrl=[0.3])
+    assert np.abs(ours - theirs).max() <= 0.01 * np.abs(theirs).max(), (ours, theirs)

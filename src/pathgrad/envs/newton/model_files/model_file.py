@@ -90,6 +90,10 @@ def load_model_file(
             resolve_asset_files(root, path)  # joints one Newton joint cannot hold split
             source, joints_of = ElementTree.tostring(root, encoding="unicode"), root
             options.setdefault("path_resolver", _beside(path))
+            # Newton turns a weld or connect into a second joint to a body that has one:
+            # Featherstone's tree would pose the body by it (the file's equality
+            # constraints are named and left out instead; mjcf_options)
+            options.setdefault("convert_mjc_equality_constraints", False)
     try:
         loader(source, **options)
     except Exception as error:  # noqa: BLE001 - a parser error of any kind is bad input
