@@ -152,6 +152,38 @@ def test_a_urdf_robot_on_the_ground_with_a_fixed_root_is_warned_about(tmp_path):
         Hopper(2, contacts=False, capture=False)  # no ground: an arm, say
 
 
+DRONE = """<robot name="drone">
+  <link name="frame"><inertial><mass value="0.027"/><inertia ixx="1.4e-5" iyy="1.4e-5"
+    izz="2.2e-5" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><geometry><cylinder radius="0.06" length="0.025"/></geometry></collision></link>
+</robot>"""
+
+
+def test_a_model_with_nothing_that_moves_is_refused_with_why(tmp_path):
+    # A one-link URDF (PyBullet's and Genesis's cf2x.urdf drone): Newton fixes the root to
+    # the world, and the env stopped on "observation_dim ... got 0", which said nothing of it.
+    import warp as wp
+
+    from pathgrad.envs.newton import NewtonEnv
+
+    class Drone(NewtonEnv):
+        default_model_file = str(write(tmp_path, DRONE, "cf2x.urdf"))
+
+        def _reward(self, state, action, next_state):
+            return next_state["joint_q"][:, 2]
+
+    with pytest.raises(ValueError, match=r"cf2x.urdf' has no joint that moves \(0 DOFs\).*"
+                                         r"return \{'floating': True\} from model_file_options"):
+        Drone(1, capture=False)
+    lifted = {"floating": True, "xform": wp.transform((0.0, 0.0, 1.0), wp.quat_identity())}
+    Free = type("Free", (Drone,), {"model_file_options": lambda self: lifted})
+    assert Free(1, capture=False).dofs == 6
+    welded = write(tmp_path, '<mujoco><worldbody><body name="b"><geom size="0.1"/></body>'
+                   '</worldbody></mujoco>', "welded.xml")  # fmt: skip
+    with pytest.raises(ValueError, match=r"welded.xml' has no joint .* Give a body a <joint>"):
+        Drone(1, model_file=str(welded), capture=False)
+
+
 def test_a_body_whose_inertia_no_rigid_body_has_is_named(tmp_path):
     # The leg's moments 0.001, 0.002, 0.01 break a + b >= c (as a CAD export's can, PyBullet's
     # mini_cheetah.urdf's thighs): MuJoCo rejects such a file, Newton changed it silently.

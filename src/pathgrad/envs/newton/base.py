@@ -44,6 +44,7 @@ from pathgrad.envs.newton.engine.kinematics import BodyPoses, NewtonKinematics
 from pathgrad.envs.newton.engine.model_checks import (
     check_finite_model,
     check_masses,
+    check_something_moves,
     fixed_urdf_root,
     flat_inertias,
     limit_units,
@@ -234,6 +235,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         )
         check_finite_model(world)
         check_masses(world, world.body_label, world.joint_label)
+        check_something_moves(world, self.model_file)
         for warning in (
             flat_inertias(world, world.body_label),
             unbalanced_inertias(world, world.body_label),

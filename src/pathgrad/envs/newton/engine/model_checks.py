@@ -150,6 +150,23 @@ def check_masses(world: Any, body_labels: Sequence[str], joint_labels: Sequence[
             )
 
 
+def check_something_moves(world: Any, path: str | Path | None) -> None:
+    """A model must have a DOF: with none there is nothing to simulate or observe.
+
+    Raises:
+        ValueError: Saying why a model may have none (a URDF's root fixed by Newton).
+    """
+    if int(world.joint_dof_count) > 0:
+        return
+    source = f"model_file '{path}'" if path is not None else "the model"
+    if path is not None and Path(path).suffix.lower() == ".urdf":
+        why = (" Newton fixes a URDF's root link to the world: for a free base (a drone, a "
+               "legged robot), return {'floating': True} from model_file_options().")
+    else:
+        why = " Give a body a <joint> or a <freejoint/> (or a joint in build_world)."
+    raise ValueError(f"{source} has no joint that moves (0 DOFs): nothing can act.{why}")
+
+
 def check_finite_model(world: Any) -> None:
     """Every pose, axis, mass and inertia of the model must be finite (a file's ``nan``).
 
