@@ -184,6 +184,26 @@ def test_a_model_with_nothing_that_moves_is_refused_with_why(tmp_path):
         Drone(1, model_file=str(welded), capture=False)
 
 
+def test_a_urdf_with_collada_meshes_loads(tmp_path):
+    # Genesis's go2.urdf (as Unitree ships it) draws and collides with .dae meshes: Newton
+    # reads them through pycollada, which pathgrad[newton] installs.
+    trimesh = pytest.importorskip("trimesh")
+    import newton
+
+    from pathgrad.envs.newton import NewtonEnv
+
+    trimesh.creation.box(extents=(0.1, 0.2, 0.3)).export(tmp_path / "shin.dae")
+    urdf = URDF.replace('<sphere radius="0.05"/>', '<mesh filename="shin.dae"/>')
+    assert urdf != URDF
+    Leg = type("Leg", (NewtonEnv,), {
+        "default_model_file": str(write(tmp_path, urdf, "leg.urdf")),
+        "_reward": lambda self, state, action, next_state: next_state["joint_q"].sum(-1),
+    })  # fmt: skip
+    model = Leg(1, capture=False).simulation.model
+    mesh = model.shape_type.numpy() == int(newton.GeoType.MESH)
+    assert int(mesh.sum()) == 1 and int(model.shape_body.numpy()[mesh][0]) == 1  # the leg's
+
+
 def test_a_body_whose_inertia_no_rigid_body_has_is_named(tmp_path):
     # The leg's moments 0.001, 0.002, 0.01 break a + b >= c (as a CAD export's can, PyBullet's
     # mini_cheetah.urdf's thighs): MuJoCo rejects such a file, Newton changed it silently.
