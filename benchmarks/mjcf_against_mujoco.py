@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pathgrad.envs.newton.model_files.mjcf_actuators import read_mjcf_motors
 from pathgrad.testing.mujoco_states import inside_the_ranges, random_state
 
 N_DRAWS = 3
@@ -92,6 +93,13 @@ def _same_bodies(env, model) -> list[tuple[int, int]]:
     return [(body + 1, index[name]) for body, name in enumerate(names) if name in index]
 
 
+def _applied(mujoco) -> tuple[int, ...]:
+    """The transmissions of the actuators pathgrad applies: joints (hinges and slides, named
+    by ``joint`` or ``jointinparent``) and fixed tendons."""
+    kinds = mujoco.mjtTrn
+    return int(kinds.mjTRN_JOINT), int(kinds.mjTRN_JOINTINPARENT), int(kinds.mjTRN_TENDON)
+
+
 def _without_what_is_named(model, mujoco):
     """The MuJoCo model without what the env's notes name as left out: equality constraints,
     tendon limits (joint limits too: the state is inside the ranges), fluid forces, ball and
@@ -100,9 +108,8 @@ def _without_what_is_named(model, mujoco):
     bare.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_EQUALITY
     bare.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
     bare.opt.density = bare.opt.viscosity = 0.0
-    driven = (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_TENDON))
     for actuator in range(bare.nu):  # an actuator of a site or a body: not applied (named)
-        if int(bare.actuator_trntype[actuator]) not in driven:
+        if int(bare.actuator_trntype[actuator]) not in _applied(mujoco):
             bare.actuator_gainprm[actuator] = 0.0
             bare.actuator_biasprm[actuator] = 0.0
     free, ball = int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_BALL)
@@ -134,8 +141,11 @@ def _acceleration_error(probe, path: Path, model, mujoco) -> tuple[float, int]:
         torch.tensor(qpos)[None].float(), torch.tensor(qvel)[None].float()
     )
     env.state = {**env.state, "joint_q": joint_q, "joint_qd": joint_qd}
-    same = env.action_dim == model.nu
-    action = torch.tensor(ctrl)[None].float() if same else torch.zeros(1, env.action_dim)
+    applied = [a for a in range(model.nu) if int(model.actuator_trntype[a]) in _applied(mujoco)]
+    if read_mjcf_motors(path)[0]:  # the actions are the file's joint and tendon actuators
+        action = torch.tensor(ctrl[applied])[None].float()
+    else:  # the actions drive every joint (said): MuJoCo's actuators push, these do not
+        action = torch.zeros(1, env.action_dim)
     env.step(action)
     _, after = env.mujoco_from_joint_state(env.state["joint_q"], env.state["joint_qd"])
     qacc = (after[0].double().numpy() - qvel) / STEP

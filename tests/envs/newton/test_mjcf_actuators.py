@@ -1,5 +1,6 @@
 """A file's position, velocity and general actuators push as MuJoCo's do (``mujoco`` is the
-oracle): gain, bias, gear, ctrl and force ranges, recomputed at every file timestep."""
+oracle): gain, bias, gear, ctrl and force ranges, recomputed at every file timestep; a
+hinge's actuator named by ``jointinparent`` (Safety-Gymnasium's point) as by ``joint``."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ ARM = """<mujoco>
   </worldbody>
   <actuator>
     <position joint="shoulder" kv="2" gear="2" ctrlrange="-1 1"/>
-    <velocity joint="elbow" kv="0.8"/>
+    <velocity jointinparent="elbow" kv="0.8"/>
     <general joint="slide" gainprm="5" biastype="affine" biasprm="0.3 -20 -1"
              forcerange="-2 2"/>
     <motor joint="wrist" gear="0.5"/>

@@ -115,12 +115,13 @@ def read_mjcf_motors(path: str | Path) -> tuple[list[MjcfMotor], list[str]]:
         for element in block:
             name = f"<{element.tag} name='{element.get('name', '?')}'>"
             tendon = tendons.get(element.get("tendon", ""), ())
-            if element.tag not in _KINDS or (element.get("joint") is None and not tendon):
+            joint = element.get("joint", element.get("jointinparent"))  # a hinge's: the same
+            if element.tag not in _KINDS or (joint is None and not tendon):
                 skipped.append(name)
                 continue
             kind = element.get("class", "main")
             values = {**classes["general"].get(kind, {}), **classes[element.tag].get(kind, {}),
-                      **element.attrib}  # fmt: skip
+                      **element.attrib, **({"joint": joint} if joint else {})}  # fmt: skip
             found = _gain_and_bias(element.tag, values)
             if isinstance(found, str):
                 skipped.append(f"{name} ({found})")
