@@ -204,6 +204,42 @@ def test_a_urdf_with_collada_meshes_loads(tmp_path):
     assert int(mesh.sum()) == 1 and int(model.shape_body.numpy()[mesh][0]) == 1  # the leg's
 
 
+def test_a_urdf_s_package_meshes_are_found_as_ros_and_pybullet_find_them(tmp_path):
+    # Genesis's panda_bullet/panda.urdf names "package://meshes/collision/link0.obj", the
+    # meshes folder beside the file (PyBullet's reading): Newton's importer looked for a
+    # folder "meshes" above it only, and the arm loaded with no shape at all.
+    trimesh = pytest.importorskip("trimesh")
+    import newton
+
+    from pathgrad.envs.newton import NewtonEnv
+
+    def load(path):
+        return type("Leg", (NewtonEnv,), {
+            "default_model_file": str(path),
+            "_reward": lambda self, state, action, next_state: next_state["joint_q"].sum(-1),
+        })(1, capture=False).simulation.model  # fmt: skip
+
+    def meshes(model):
+        return int((model.shape_type.numpy() == int(newton.GeoType.MESH)).sum())
+
+    beside = tmp_path / "pybullet"
+    (beside / "meshes").mkdir(parents=True)
+    trimesh.creation.box(extents=(0.1, 0.2, 0.3)).export(beside / "meshes" / "shin.obj")
+    urdf = URDF.replace('<sphere radius="0.05"/>', '<mesh filename="package://meshes/shin.obj"/>')
+    assert meshes(load(write(beside, urdf, "leg.urdf"))) == 1
+    ros = tmp_path / "leg_description"  # ROS's layout: the package folder above the file
+    (ros / "meshes").mkdir(parents=True)
+    (ros / "urdf").mkdir()
+    trimesh.creation.box(extents=(0.1, 0.2, 0.3)).export(ros / "meshes" / "shin.obj")
+    urdf = URDF.replace('<sphere radius="0.05"/>',
+                        '<mesh filename="package://leg_description/meshes/shin.obj"/>')  # fmt: skip
+    assert meshes(load(write(ros / "urdf", urdf, "leg.urdf"))) == 1
+    (ros / "meshes" / "shin.obj").unlink()
+    with pytest.raises(ValueError, match=r"collision mesh 'package://leg_description/meshes/"
+                                         r"shin.obj' is not found .* no collision geometry"):
+        load(ros / "urdf" / "leg.urdf")
+
+
 def test_a_body_whose_inertia_no_rigid_body_has_is_named(tmp_path):
     # The leg's moments 0.001, 0.002, 0.01 break a + b >= c (as a CAD export's can, PyBullet's
     # mini_cheetah.urdf's thighs): MuJoCo rejects such a file, Newton changed it silently.

@@ -8,6 +8,7 @@ joint or body and what was expected, at construction.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from xml.etree import ElementTree
 import numpy as np
 
 from pathgrad.envs.newton.model_files.mjcf_file import asset_files, parse_mjcf
+from pathgrad.envs.newton.model_files.urdf_assets import missing_collision_meshes
 
 __all__ = ["MJCF_GEOM_TYPES", "MJCF_JOINT_TYPES", "URDF_JOINT_TYPES", "check_model_file",
            "check_finite_model", "check_masses", "fixed_urdf_root", "flat_inertias", "limit_units",
@@ -78,6 +80,15 @@ def _check_mesh_files(path: Path, root: ElementTree.Element, *, urdf: bool) -> N
         folder = path.parent  # collision meshes: a missing visual one only draws nothing
         names = [m.get("filename") for c in root.iter("collision") for m in c.iter("mesh")]
         files = [(name, folder / name) for name in names if name and "://" not in name]
+        unfound = missing_collision_meshes(root, path)
+        if unfound and importlib.util.find_spec("resolve_robotics_uri_py") is None:
+            package = unfound[0][len("package://"):].partition("/")[0]
+            raise ValueError(
+                f"model_file '{path}': collision mesh '{unfound[0]}' is not found (no folder "
+                f"'{package}' above the file or beside it holds it; {len(unfound)} in all); "
+                "without it its body has no collision geometry. Write the path relative to "
+                "the URDF, or pip install resolve-robotics-uri-py and set ROS_PACKAGE_PATH."
+            )
     else:
         files = [(element.get("file"), location) for element, location in asset_files(root, path)
                  if element.tag == "mesh"]  # fmt: skip

@@ -18,13 +18,15 @@ file that names the asset (:func:`asset_files`; both orders checked against MuJo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 from pathgrad.envs.newton.model_files.mjcf_flags import apply_disabled_flags
 from pathgrad.envs.newton.model_files.mjcf_replicate import expand_replicates
 
-__all__ = ["asset_files", "parse_mjcf", "resolve_asset_files"]
+__all__ = ["asset_files", "parse_mjcf", "path_resolver_beside", "resolve_asset_files"]
 
 _ASSET_DIRS = {"mesh": "meshdir", "hfield": "meshdir", "texture": "texturedir"}
 # An included file's asset elements carry their file's folder here until
@@ -152,3 +154,15 @@ def resolve_asset_files(root: ElementTree.Element, path: str | Path) -> None:
     for compiler in root.iter("compiler"):
         for key in ("assetdir", "meshdir", "texturedir", "strippath"):
             compiler.attrib.pop(key, None)
+
+
+def path_resolver_beside(path: str | Path) -> Any:
+    """Newton's ``path_resolver`` for ``path``'s tree given as text: its includes and assets
+    where the file is."""
+    home = str(Path(path).resolve().parent)
+
+    def resolve(base_dir: str | None, file_path: str) -> str:
+        return file_path if os.path.isabs(file_path) else os.path.abspath(
+            os.path.join(base_dir or home, file_path))  # fmt: skip
+
+    return resolve

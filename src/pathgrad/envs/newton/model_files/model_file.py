@@ -13,7 +13,6 @@ anchors) is imported as a chain of joint frames (:mod:`.mjcf_joint_frames`).
 from __future__ import annotations
 
 import inspect
-import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,11 @@ from pathgrad.envs.newton.engine.model_checks import check_model_file
 from pathgrad.envs.newton.engine.stability import mass_matrix_at_rest, stable_substeps
 from pathgrad.envs.newton.model_files.mjcf_actuators import FileActuation
 from pathgrad.envs.newton.model_files.mjcf_contacts import apply_contact_softness
-from pathgrad.envs.newton.model_files.mjcf_file import parse_mjcf, resolve_asset_files
+from pathgrad.envs.newton.model_files.mjcf_file import (
+    parse_mjcf,
+    path_resolver_beside,
+    resolve_asset_files,
+)
 from pathgrad.envs.newton.model_files.mjcf_free_damping import (
     FreeJointDamping,
     unstable_free_damping,
@@ -51,6 +54,7 @@ from pathgrad.envs.newton.model_files.mjcf_options import (
 )
 from pathgrad.envs.newton.model_files.mjcf_tendons import TendonForces, read_fixed_tendons
 from pathgrad.envs.newton.model_files.mujoco_meaning import MujocoCoordinates, apply_mujoco_meaning
+from pathgrad.envs.newton.model_files.urdf_assets import urdf_with_resolved_meshes
 
 __all__ = ["RobotFileMixin", "load_model_file"]
 
@@ -83,13 +87,15 @@ def load_model_file(
     first_body, first_joint = builder.body_count, builder.joint_count
     loader = builder.add_mjcf if suffix in _MJCF else builder.add_urdf
     source, joints_of = str(path), path
+    if suffix in _URDF:  # package:// meshes where ROS or PyBullet find them
+        source = urdf_with_resolved_meshes(path) or source
     if suffix in _MJCF and mujoco_meaning:
         root = _parsed(path)
         if root is not None:  # Newton builds the tree pathgrad reads: includes expanded,
             split_joint_frames(root)  # one top default, assets where MuJoCo finds them,
             resolve_asset_files(root, path)  # joints one Newton joint cannot hold split
             source, joints_of = ElementTree.tostring(root, encoding="unicode"), root
-            options.setdefault("path_resolver", _beside(path))
+            options.setdefault("path_resolver", path_resolver_beside(path))
             # Newton turns a weld or connect into a second joint to a body that has one:
             # Featherstone's tree would pose the body by it (the file's equality
             # constraints are named and left out instead; mjcf_options)
@@ -124,18 +130,6 @@ def _parsed(path: Path) -> ElementTree.Element | None:
         return parse_mjcf(path)
     except ElementTree.ParseError:
         return None  # the importer says what is wrong
-
-
-def _beside(path: Path) -> Any:
-    """Newton's path resolver for the file rewritten as a string: its includes and assets
-    where the file is."""
-    home = str(path.resolve().parent)
-
-    def resolve(base_dir: str | None, file_path: str) -> str:
-        return file_path if os.path.isabs(file_path) else os.path.abspath(
-            os.path.join(base_dir or home, file_path))  # fmt: skip
-
-    return resolve
 
 
 def _solver_named(path: Path) -> bool:
