@@ -141,6 +141,23 @@ def test_a_torso_below_0_74_m_ends_the_episode():
     assert (tall.elapsed_steps == 0).all()
 
 
+def test_a_diverged_row_ends_its_episode_with_reward_0_as_diffrl_s():
+    # SAPO's first DiffRLHumanoid run: from 0.59M env steps an episode now and then
+    # diverged, its reward NaN, so every evaluation's return and some updates were NaN.
+    env = DiffRLHumanoid(3, seed=0)
+    env.reset(seed=0)
+    state = {key: value.clone() for key, value in env.state.items()}
+    state["joint_qd"][1, 8] = math.nan
+    state["joint_qd"][2, 9] = 2e6  # beyond DiffRL's 1e6: diverged, though finite
+    assert env._terminated(state).tolist() == [False, True, True]
+    env.state = state
+    with torch.no_grad():
+        _, reward, terminated, _, _ = env.step(torch.zeros(3, 21))
+    assert terminated[1:].all() and not terminated[0]
+    assert torch.isfinite(reward).all() and reward[1:].tolist() == [0.0, 0.0]
+    assert reward[0] != 0.0
+
+
 def test_the_stochastic_start_stays_within_diffrl_s_bounds():
     env = DiffRLHumanoid(1, seed=0)
     state = env._sample_initial_state(4096)

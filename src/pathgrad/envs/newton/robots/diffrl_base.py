@@ -48,6 +48,8 @@ from pathgrad.envs.newton.engine.mass_matrix import hold_mass_matrix
 
 __all__ = ["DiffRLRobot", "stochastic_free_root_start"]
 
+DIVERGED = 1e6  # |joint_q| or |joint_qd| beyond it: DiffRL's invalid row (NaN fails it too)
+
 
 def stochastic_free_root_start(env: Any, joint_q: torch.Tensor) -> torch.Tensor:
     """DiffRL's random start of a free-root robot (Ant, Humanoid), in place on ``joint_q``.
@@ -147,10 +149,15 @@ class DiffRLRobot(NewtonEnv):
         return ground_shape_config(self.contact_model)
 
     def _dynamics_and_reward(self, state: State, action: torch.Tensor) -> tuple[State, Any]:
-        return super()._dynamics_and_reward(state, action.clamp(-1.0, 1.0))
+        """The step; a row whose simulation diverged is paid 0, as DiffRL pays it (its
+        reward would be NaN: a NaN return, a NaN objective and a skipped update)."""
+        next_state, reward = super()._dynamics_and_reward(state, action.clamp(-1.0, 1.0))
+        diverged = self._not_finite(next_state)
+        return next_state, torch.where(diverged, torch.zeros_like(reward), reward)
 
     @staticmethod
     def _not_finite(state: State) -> torch.Tensor:
-        """Rows whose joint state is no longer finite (their episode ends)."""
+        """Rows whose simulation diverged: a joint coordinate or velocity not finite or beyond
+        1e6 (DiffRL's invalid rows; their episode ends, with reward 0)."""
         joint_q, joint_qd = state["joint_q"], state["joint_qd"]
-        return ~(torch.isfinite(joint_q).all(-1) & torch.isfinite(joint_qd).all(-1))
+        return ~((joint_q.abs() <= DIVERGED).all(-1) & (joint_qd.abs() <= DIVERGED).all(-1))
