@@ -222,8 +222,7 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         fixed = fixed_urdf_root(self.model_file, self.model_file_options(), contacts=contacts)
         if fixed is not None:
             warnings.warn(f"{type(self).__name__}: {fixed}", UserWarning, stacklevel=2)
-        if world.joint_count == 0:
-            raise ValueError(f"{type(self).__name__}: the model has no joints.")
+        check_something_moves(world, self.model_file)  # no joint, or none with a DOF
         for name, value, values in (
             ("armature", armature, world.joint_armature),
             ("joint_damping", joint_damping, world.joint_damping),
@@ -235,7 +234,6 @@ class NewtonEnv(RobotFileMixin, BodyPoses, GradientCheckStarts, BatchedDifferent
         )
         check_finite_model(world)
         check_masses(world, world.body_label, world.joint_label)
-        check_something_moves(world, self.model_file)
         for warning in (
             flat_inertias(world, world.body_label),
             unbalanced_inertias(world, world.body_label),

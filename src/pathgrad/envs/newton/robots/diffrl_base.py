@@ -152,11 +152,11 @@ class DiffRLRobot(NewtonEnv):
         """The step; a row whose simulation diverged is paid 0, as DiffRL pays it (its
         reward would be NaN: a NaN return, a NaN objective and a skipped update)."""
         next_state, reward = super()._dynamics_and_reward(state, action.clamp(-1.0, 1.0))
-        diverged = self._not_finite(next_state)
+        diverged = self._diverged(next_state)
         return next_state, torch.where(diverged, torch.zeros_like(reward), reward)
 
     @staticmethod
-    def _not_finite(state: State) -> torch.Tensor:
+    def _diverged(state: State) -> torch.Tensor:
         """Rows whose simulation diverged: a joint coordinate or velocity not finite or beyond
         1e6 (DiffRL's invalid rows; their episode ends, with reward 0)."""
         joint_q, joint_qd = state["joint_q"], state["joint_qd"]

@@ -206,7 +206,7 @@ class DiffRLHumanoid(DiffRLRobot):
         return progress + 0.1 * up + heading + height - penalty
 
     def _terminated(self, state: State) -> torch.Tensor:
-        return self._not_finite(state) | (state["joint_q"][:, 2] < self.termination_height)
+        return self._diverged(state) | (state["joint_q"][:, 2] < self.termination_height)
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         distance = state["joint_q"][:, 0].detach()

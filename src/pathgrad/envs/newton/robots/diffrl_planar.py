@@ -138,8 +138,8 @@ class DiffRLPlanarEnv(DiffRLRobot):
         return torch.cat([state["joint_q"][:, 1:], state["joint_qd"]], dim=-1)
 
     def _terminated(self, state: State) -> torch.Tensor:
-        """Rows whose state is no longer finite (subclasses add their own ends)."""
-        return self._not_finite(state)
+        """Rows whose simulation diverged (subclasses add their own ends)."""
+        return self._diverged(state)
 
     def _metrics(self, state: State) -> dict[str, torch.Tensor]:
         distance = state["joint_q"][:, 0].detach()
